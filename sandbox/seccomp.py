@@ -1,0 +1,125 @@
+"""A seccomp-BPF filter for processes that run untrusted code (candidate or test code).
+
+Built by hand (no libseccomp binding is installed) and loaded with ``prctl`` through ctypes.
+It denies, with ``EPERM``:
+
+- new programs and processes: ``execve``/``execveat``, ``fork``/``vfork``, and ``clone``
+  without ``CLONE_THREAD`` (threads still work; ``clone3`` answers ``ENOSYS`` so libc falls
+  back to ``clone``, whose flags a filter can read);
+- signals to anyone but itself: ``kill`` unless the target is 0 (own group) or its own pid,
+  ``tgkill`` unless the thread group is its own, ``tkill``, ``pidfd_send_signal``;
+- reaching into other processes: ``ptrace``, ``process_vm_readv/writev``, ``pidfd_getfd``;
+- sockets (no network even where namespaces are unavailable), namespaces, mounts, io_uring,
+  bpf, perf, keyrings, module loading.
+
+x86_64 only; elsewhere ``install`` returns False and the caller records the weaker isolation.
+This file is stdlib-only and self-contained: the jail worker runs it from source.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import platform
+import struct
+
+_ARCH_X86_64 = 0xC000003E
+_RET_ALLOW = 0x7FFF0000
+_RET_KILL = 0x80000000
+_EPERM = 0x00050000 | 1
+_ENOSYS = 0x00050000 | 38
+_LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
+_CLONE_THREAD = 0x00010000
+
+# x86_64 syscall numbers denied outright.
+_DENY = {
+    59: "execve", 322: "execveat", 57: "fork", 58: "vfork", 101: "ptrace",
+    310: "process_vm_readv", 311: "process_vm_writev", 438: "pidfd_getfd",
+    424: "pidfd_send_signal", 200: "tkill", 41: "socket", 53: "socketpair",
+    272: "unshare", 308: "setns", 165: "mount", 166: "umount2", 155: "pivot_root",
+    161: "chroot", 425: "io_uring_setup", 426: "io_uring_enter", 427: "io_uring_register",
+    321: "bpf", 298: "perf_event_open", 323: "userfaultfd", 248: "add_key",
+    249: "request_key", 250: "keyctl", 175: "init_module", 313: "finit_module",
+    176: "delete_module", 246: "kexec_load", 304: "open_by_handle_at", 312: "kcmp",
+    163: "acct", 169: "reboot", 167: "swapon", 168: "swapoff", 135: "personality",
+}
+_KILL, _TGKILL, _CLONE, _CLONE3 = 62, 234, 56, 435
+
+
+def _ins(code: int, jt: int, jf: int, k: int) -> bytes:
+    return struct.pack("HBBI", code, jt, jf, k & 0xFFFFFFFF)
+
+
+def build_filter(self_pid: int) -> bytes:
+    """The BPF program (struct sock_filter array) for a process whose pid is ``self_pid``."""
+    arg0 = 16  # offsetof(struct seccomp_data, args[0]); low 32 bits on little-endian
+    prog = [
+        _ins(_LD_W_ABS, 0, 0, 4),                 # A = arch
+        _ins(_JEQ, 1, 0, _ARCH_X86_64),
+        _ins(_RET, 0, 0, _RET_KILL),              # foreign ABI: kill
+        _ins(_LD_W_ABS, 0, 0, 0),                 # A = syscall number
+        _ins(_JGE, 0, 1, 0x40000000),             # x32 ABI numbers
+        _ins(_RET, 0, 0, _EPERM),
+    ]
+    for nr in _DENY:
+        prog += [_ins(_JEQ, 0, 1, nr), _ins(_RET, 0, 0, _EPERM)]
+    prog += [_ins(_JEQ, 0, 1, _CLONE3), _ins(_RET, 0, 0, _ENOSYS)]
+    prog += [  # kill(pid, sig): only pid 0 (own process group) or itself
+        _ins(_JEQ, 0, 5, _KILL), _ins(_LD_W_ABS, 0, 0, arg0),
+        _ins(_JEQ, 2, 0, 0), _ins(_JEQ, 1, 0, self_pid),
+        _ins(_RET, 0, 0, _EPERM), _ins(_RET, 0, 0, _RET_ALLOW)]
+    prog += [  # tgkill(tgid, tid, sig): only its own threads
+        _ins(_JEQ, 0, 4, _TGKILL), _ins(_LD_W_ABS, 0, 0, arg0),
+        _ins(_JEQ, 1, 0, self_pid), _ins(_RET, 0, 0, _EPERM), _ins(_RET, 0, 0, _RET_ALLOW)]
+    prog += [  # clone(flags, ...): threads only
+        _ins(_JEQ, 0, 4, _CLONE), _ins(_LD_W_ABS, 0, 0, arg0),
+        _ins(_JSET, 0, 1, _CLONE_THREAD), _ins(_RET, 0, 0, _RET_ALLOW),
+        _ins(_RET, 0, 0, _EPERM)]
+    prog.append(_ins(_RET, 0, 0, _RET_ALLOW))
+    return b"".join(prog)
+
+
+def supported() -> bool:
+    return platform.system() == "Linux" and platform.machine() == "x86_64"
+
+
+_prepared: dict = {}
+
+
+def prepare() -> None:
+    """Build the ctypes objects once (in the fork server), so each child only patches its pid
+    into the program and calls prctl: cheaper, and fewer pages touched after fork."""
+    if _prepared or not supported():
+        return
+    code = build_filter(0)
+    buf = ctypes.create_string_buffer(code, len(code))
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    # The two instructions that compare with the process's own pid (kill and tgkill rules).
+    marker = build_filter(0x7FFFFFFF)
+    slots = [i for i in range(0, len(code), 8) if code[i:i + 8] != marker[i:i + 8]]
+    _prepared.update(buf=buf, prog=SockFprog(len(code) // 8, ctypes.addressof(buf)),
+                     slots=slots, libc=ctypes.CDLL(None, use_errno=True))
+
+
+def install(self_pid: int) -> bool:
+    """Load the filter into the calling process (irrevocably). False where unsupported."""
+    if not supported():
+        return False
+    prepare()
+    buf = _prepared["buf"]
+    for offset in _prepared["slots"]:
+        struct.pack_into("I", buf, offset + 4, self_pid)  # the k field of sock_filter
+    libc = _prepared["libc"]
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        return False
+    return libc.prctl(22, 2, ctypes.byref(_prepared["prog"]), 0, 0) == 0  # SECCOMP_MODE_FILTER
+
+
+def set_undumpable() -> bool:
+    """PR_SET_DUMPABLE 0: same-uid processes can no longer open our /proc/<pid>/{mem,fd}."""
+    try:
+        return ctypes.CDLL(None).prctl(4, 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):  # no prctl (macOS)
+        return False

@@ -1,0 +1,194 @@
+"""Parquet schemas of the run store, declared once and versioned.
+
+Every write and every read of the store passes one of these schemas (``artifacts.store``), so a
+later row can never silently change a column's type the way schema inference does.
+
+Partition columns: ``run_id`` and ``step`` live in the hive-style path
+(``run_id=<id>/table=<name>/step=<NNNNNN>/``), not in the files. That is the hive convention:
+``pyarrow.dataset`` and ``pandas.read_parquet`` refuse a column that is both in the path and in
+the file with another type ("Unable to merge: Field step has incompatible types"). ``RunStore``
+adds both columns back on read, so every frame it returns carries ``run_id, step, stage,
+problem_id, sample_idx`` and tables join on them.
+
+To change a table: edit its fields, bump its ``version``. Files written with another version are
+refused on read with a message naming the file and both versions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+PARTITION_FIELDS = (pa.field("run_id", pa.string(), nullable=False),
+                    pa.field("step", pa.int64(), nullable=False))
+META_TABLE = b"artifacts.table"
+META_VERSION = b"artifacts.schema_version"
+
+ROLES = ("generator", "discriminator")
+
+
+def _f(name: str, type_: pa.DataType, nullable: bool = False) -> pa.Field:
+    return pa.field(name, type_, nullable=nullable)
+
+
+_STR, _I32, _I64, _F64, _BOOL = pa.string(), pa.int32(), pa.int64(), pa.float64(), pa.bool_()
+_KEYS = (_f("stage", _I32), _f("problem_id", _STR), _f("sample_idx", _I32))
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """One table: stored fields (file schema), version, allowed values of enum-like columns."""
+
+    name: str
+    version: int
+    fields: tuple[pa.Field, ...]
+    doc: str
+    allowed: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def arrow(self) -> pa.Schema:
+        """The file schema, with the table name and version in its key-value metadata."""
+        return pa.schema(list(self.fields), metadata={
+            META_TABLE: self.name.encode(), META_VERSION: str(self.version).encode()})
+
+    @property
+    def full(self) -> pa.Schema:
+        """What readers return: partition columns first, then the stored fields."""
+        return pa.schema(list(PARTITION_FIELDS) + list(self.fields))
+
+    @property
+    def names(self) -> list[str]:
+        return [f.name for f in self.fields]
+
+    def row_errors(self, table: pa.Table) -> list[str]:
+        """Semantic checks beyond types (enum values, matching list lengths); [] when valid."""
+        errors = []
+        for col, values in self.allowed.items():
+            arr = table.column(col)
+            bad = pc.and_(pc.is_valid(arr), pc.invert(pc.is_in(arr, value_set=pa.array(values))))
+            if pc.any(bad).as_py():
+                first = pc.index(bad, True).as_py()
+                errors.append(f"column {col!r}: row {first} has {arr[first].as_py()!r}; "
+                              f"allowed: {', '.join(values)}")
+        if self.name == "chains":
+            n_ids = pc.list_value_length(table.column("output_token_ids"))
+            for other in ("output_logprobs",):
+                same = pc.equal(n_ids, pc.list_value_length(table.column(other)))
+                if not pc.all(same).as_py():
+                    first = pc.index(same, False).as_py()
+                    errors.append(f"column {other!r}: row {first} has a different length than "
+                                  "'output_token_ids' (one log-prob per sampled token)")
+            same = pc.equal(n_ids, pc.cast(table.column("output_tokens"), pa.int32()))
+            if not pc.all(same).as_py():
+                errors.append(f"column 'output_tokens': row {pc.index(same, False).as_py()} "
+                              "differs from len(output_token_ids)")
+        if self.name == "tests":
+            dropped = pc.equal(table.column("parse_status"), "dropped")
+            no_reason = pc.and_(dropped, pc.is_null(table.column("drop_reason")))
+            if pc.any(no_reason).as_py():
+                errors.append(f"column 'drop_reason': row {pc.index(no_reason, True).as_py()} "
+                              "is dropped without a reason")
+        return errors
+
+
+CHAINS = TableSchema("chains", 1, (
+    *_KEYS,
+    _f("role", _STR),                       # who wrote it: generator stage text or the
+                                            # discriminator's tests for that stage (PPO needs both)
+    _f("prompt", _STR),
+    _f("output_text", _STR),
+    _f("prompt_token_ids", pa.list_(_I32)),
+    _f("output_token_ids", pa.list_(_I32)),
+    _f("output_logprobs", pa.list_(pa.float32())),  # log-prob of each sampled token (old policy)
+    _f("prompt_tokens", _I32),
+    _f("output_tokens", _I32),
+    _f("finish_reason", _STR, nullable=True),  # "eos" or "length" (truncated)
+    _f("latency_s", _F64),                  # this sequence's share of its generate() call
+    _f("adapter_version", _STR),            # checkpoint/content hash the text was sampled from
+    _f("seed", _I64),
+), "One row per problem x sample x stage x role: prompt, text, tokens and log-probs.",
+    allowed={"role": ROLES, "finish_reason": ("eos", "length", "stop")})
+
+TESTS = TableSchema("tests", 1, (
+    *_KEYS,                                 # stage = origin stage (0 for baseline tests)
+    _f("test_idx", _I32),                   # position in the sample's accumulated suite
+    _f("test_id", _STR),                    # stable id, joins with executions
+    _f("origin", _STR),
+    _f("snippet", _STR),
+    _f("parse_status", _STR),
+    _f("drop_reason", _STR, nullable=True),  # why a test was dropped (required when dropped)
+    _f("is_duplicate", _BOOL),
+    _f("duplicate_of", _STR, nullable=True),  # test_id of the first copy
+), "One row per parsed test snippet, kept or dropped.",
+    allowed={"origin": ("discriminator", "baseline"), "parse_status": ("ok", "dropped")})
+
+EXECUTIONS = TableSchema("executions", 1, (
+    *_KEYS,                                 # stage = origin stage of the test
+    _f("test_id", _STR),
+    _f("target_kind", _STR),
+    _f("target_id", _STR),                  # "candidate", "reference" or the mutant's id
+    _f("status", _STR),                     # passed / failed / error / timeout / ... (sandbox)
+    _f("message", _STR, nullable=True),
+    _f("duration_s", _F64),
+    _f("isolation", _STR),                  # isolation level the sandbox actually used
+), "One row per test x target (candidate code, reference solution, or a mutant of it).",
+    allowed={"target_kind": ("candidate", "reference", "mutant")})
+
+REWARDS = TableSchema("rewards", 1, (
+    *_KEYS,                                 # stage = training stage
+    _f("generator_reward", _F64),
+    _f("discriminator_reward", _F64),
+    # Raw value of every reward function (configs.schema GENERATOR/DISCRIMINATOR_REWARDS);
+    # null where the config did not use it. The totals above are their weighted sums.
+    _f("pass_rate", _F64, True),
+    _f("shifted_pass_rate", _F64, True),
+    _f("adversarial_validity", _F64, True),
+    _f("valid_invalid_bugcatch", _F64, True),
+    _f("mutation_kill", _F64, True),
+    _f("validity", _F64, True),
+    _f("bug_catch", _F64, True),
+    _f("n_tests", _I32),
+    _f("n_valid", _I32),
+    _f("n_invalid", _I32),
+    _f("n_duplicates", _I32),
+    _f("n_passed_valid", _I32),
+    _f("n_baseline", _I32),
+    _f("n_baseline_passed", _I32),
+    _f("n_mutants", _I32),
+    _f("n_mutants_killed", _I32),
+    _f("generator_group_skipped", _BOOL),    # every sample of the problem scored the same
+    _f("discriminator_group_skipped", _BOOL),
+), "One row per sample: both rewards and every component that went into them.")
+
+UPDATES = TableSchema("updates", 1, (
+    _f("stage", _I32),
+    _f("role", _STR),
+    _f("update_idx", _I32),                 # order of the update within the step
+    _f("loss", _F64),
+    _f("policy_loss", _F64, True),
+    _f("value_loss", _F64, True),           # GAE only
+    _f("approx_kl", _F64),
+    _f("clip_fraction", _F64),
+    _f("entropy", _F64),
+    _f("grad_norm", _F64),
+    _f("learning_rate", _F64),
+    _f("n_sequences", _I32),
+    _f("n_tokens", _I64),
+    _f("duration_s", _F64),
+    _f("adapter_version_before", _STR),
+    _f("adapter_version_after", _STR),
+), "One row per PPO update of one role's adapter (no problem_id/sample_idx: it spans a batch).",
+    allowed={"role": ROLES})
+
+SCHEMAS: dict[str, TableSchema] = {s.name: s for s in (CHAINS, TESTS, EXECUTIONS, REWARDS,
+                                                         UPDATES)}
+
+
+def get_schema(table: str) -> TableSchema:
+    """The schema of ``table``; the error lists the known tables."""
+    try:
+        return SCHEMAS[table]
+    except KeyError:
+        raise KeyError(f"unknown table {table!r}; tables: {', '.join(SCHEMAS)}") from None

@@ -1,0 +1,266 @@
+"""MLflow tracking: parent run tags and params, namespaced metrics, LoRA checkpoints (reload with
+identical logits, corruption refused), registry aliases, and loading from a fresh process.
+
+Everything uses a temporary SQLite store and artifact folder, shared per module because creating
+the MLflow schema costs ~2 s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from artifacts.checkpoints import CheckpointCorruptError
+from configs.schema import TrackingConfig, TrainConfig
+
+CHAMPION_METRICS = {"generator_reward": 0.9, "test_validity": 0.5}  # score 0.78
+
+
+@pytest.fixture(scope="module", autouse=True)
+def foreign_cwd(tmp_path_factory):
+    """Run the module from an empty folder and check that nothing fell back to MLflow's global
+    default store (MLflow 3 creates ./mlflow.db when any call ignores our tracking URI)."""
+    cwd, here = os.getcwd(), tmp_path_factory.mktemp("cwd")
+    os.chdir(here)
+    yield here
+    os.chdir(cwd)
+    assert sorted(p.name for p in here.iterdir()) == []
+
+
+@pytest.fixture(scope="module")
+def tracker(tmp_path_factory):
+    from artifacts.tracking import Tracker
+
+    tmp = tmp_path_factory.mktemp("mlflow")
+    cfg = TrackingConfig(tracking_uri=f"sqlite:///{tmp}/mlflow.db", experiment="artifacts-test")
+    return Tracker.from_config(cfg, artifact_location=(tmp / "mlartifacts").as_uri())
+
+
+@pytest.fixture(scope="module")
+def run_id(tracker):
+    return tracker.start_run(TrainConfig(name="tiny-test"), flow_run_id="flow-run-1",
+                             commit="abc123")
+
+
+def make_peft(model_dir: Path, seed: int):
+    """The tiny Qwen2 with a LoRA adapter whose B weights are random (not a no-op)."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    peft = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in peft.named_parameters():
+            if "lora_B" in name:
+                param.copy_(torch.randn(param.shape, generator=gen) * 0.5)
+    return peft.eval()
+
+
+INPUT_IDS = torch.tensor([[1, 5, 9, 200, 33, 7, 64, 3]])
+
+
+def logits(model) -> torch.Tensor:
+    with torch.no_grad():
+        return model(input_ids=INPUT_IDS).logits
+
+
+def test_parent_run_tags_params_and_reuse(tracker, run_id):
+    from configs.loader import config_hash
+
+    cfg = TrainConfig(name="tiny-test")
+    run = tracker.client.get_run(run_id)
+    assert run.data.tags["prefect.flow_run_id"] == "flow-run-1"
+    assert run.data.tags["mlflow.source.git.commit"] == "abc123"
+    assert run.data.tags["config.hash"] == config_hash(cfg)
+    assert run.data.params["ppo.learning_rate"] == "1e-05"
+    assert run.data.params["schedule.stages"] == "[1, 2, 3, 4, 5]"
+    assert run.data.params["model.discriminator"] == "null"
+    # A retried flow run gets the same MLflow run; another config under it is refused.
+    assert tracker.start_run(cfg, flow_run_id="flow-run-1") == run_id
+    other = TrainConfig(name="tiny-test", ppo=cfg.ppo.__class__(learning_rate=0.1))
+    with pytest.raises(ValueError, match="start a new flow run"):
+        tracker.start_run(other, flow_run_id="flow-run-1")
+    assert tracker.start_run(cfg, flow_run_id="flow-run-2") != run_id
+    tracker.end_run(run_id, "FAILED")  # a crashed attempt; the retry resumes the same run
+    assert tracker.client.get_run(run_id).info.status == "FAILED"
+    assert tracker.start_run(cfg, flow_run_id="flow-run-1") == run_id
+    assert tracker.client.get_run(run_id).info.status == "RUNNING"
+    tracker.log_dict(run_id, {"name": cfg.name}, "config/resolved.json")
+    assert [f.path for f in tracker.client.list_artifacts(run_id, "config")] == [
+        "config/resolved.json"]
+
+
+def test_metrics_are_namespaced_and_stepped(tracker, run_id):
+    for step in range(3):
+        tracker.log_metrics(run_id, {"generator/pass_rate": step / 10, "ppo/approx_kl": 0.01,
+                                     "sandbox/timeouts": step}, step=step)
+    hist = tracker.client.get_metric_history(run_id, "generator/pass_rate")
+    assert [(m.step, m.value) for m in hist] == [(0, 0.0), (1, 0.1), (2, 0.2)]
+    with pytest.raises(ValueError, match="use 'namespace/name'"):
+        tracker.log_metrics(run_id, {"pass_rate": 1.0}, step=0)
+    with pytest.raises(ValueError, match="not a number"):
+        tracker.log_metrics(run_id, {"generator/x": "high"}, step=0)
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tracker, run_id, tiny_model_dir):
+    """Three generator checkpoints (scores 0.5, 0.78, 0.6) and the models behind them."""
+    models, infos = [], []
+    for step, metrics in ((1, {"generator_reward": 0.5, "test_validity": 0.5}),
+                          (2, CHAMPION_METRICS),
+                          (3, {"generator_reward": 0.6, "test_validity": 0.6})):
+        model = make_peft(tiny_model_dir, seed=step)
+        opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
+        infos.append(tracker.save_checkpoint(run_id, "generator", step=step, stage=1,
+                                             adapter=model, metrics=metrics,
+                                             optimizer_state=opt.state_dict()))
+        models.append(model)
+    return models, infos
+
+
+def test_checkpoint_list_latest_best(tracker, run_id, checkpoints):
+    _, infos = checkpoints
+    listed = tracker.list_checkpoints(run_id, "generator")
+    assert [c.step for c in listed] == [1, 2, 3]
+    assert [c.content_hash for c in listed] == [c.content_hash for c in infos]
+    assert tracker.latest_checkpoint(run_id, "generator").step == 3
+    assert tracker.best_checkpoint(run_id, "generator").step == 2
+    assert tracker.best_checkpoint(run_id, "generator").score == pytest.approx(0.78)
+    assert tracker.latest_checkpoint(run_id, "discriminator") is None
+    assert len({c.adapter_version for c in listed}) == 3
+
+
+def test_checkpoint_reload_gives_identical_logits(tracker, checkpoints, tiny_model_dir, tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    models, infos = checkpoints
+    folder = tracker.load_checkpoint(infos[1], tmp_path)
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    base_logits = logits(base)
+    reloaded = PeftModel.from_pretrained(base, folder / "adapter").eval()
+    assert torch.equal(logits(reloaded), logits(models[1]))
+    assert not torch.equal(logits(reloaded), base_logits)  # the adapter is not a no-op
+    state = torch.load(folder / "optimizer.pt", weights_only=True)
+    assert set(state) == {"state", "param_groups"}
+
+
+def _artifact_dir(tracker, run_id, path) -> Path:
+    from urllib.parse import urlparse
+
+    uri = tracker.client.get_run(run_id).info.artifact_uri
+    return Path(urlparse(uri).path) / path
+
+
+@pytest.mark.parametrize("damage", ["flip", "delete", "manifest"])
+def test_corrupt_checkpoint_is_refused_before_use(tracker, run_id, checkpoints, tmp_path, damage):
+    _, infos = checkpoints
+    src = _artifact_dir(tracker, run_id, infos[0].artifact_path)
+    backup = tmp_path / "backup"
+    shutil.copytree(src, backup)
+    weights = src / "adapter" / "adapter_model.safetensors"
+    try:
+        if damage == "flip":
+            data = bytearray(weights.read_bytes())
+            data[-1] ^= 0xFF
+            weights.write_bytes(bytes(data))
+            match = "adapter_model.safetensors: content differs"
+        elif damage == "delete":
+            weights.unlink()
+            match = "adapter_model.safetensors: missing"
+        else:
+            (src / "checkpoint.json").write_text("{not json")
+            match = "checkpoint.json: not valid JSON"
+        with pytest.raises(CheckpointCorruptError, match=match):
+            tracker.load_checkpoint(infos[0], tmp_path / "dl")
+    finally:
+        shutil.rmtree(src)
+        shutil.copytree(backup, src)
+
+
+def test_registry_aliases_follow_newest_and_best(tracker, run_id, checkpoints, tiny_model_dir):
+    _, infos = checkpoints
+    name = TrackingConfig(experiment="artifacts-test").generator_registry_name
+    seen = []
+    for info in infos:
+        rv = tracker.register_checkpoint(run_id, info, name, base_model=str(tiny_model_dir))
+        seen.append((rv.version, tracker.alias_version(name, "candidate"),
+                     tracker.alias_version(name, "champion")))
+    # candidate: always the newest; champion: v1, then v2 (0.78), kept against v3 (0.6).
+    assert seen == [("1", "1", "1"), ("2", "2", "2"), ("3", "3", "2")]
+    mv = tracker.client.get_model_version(name, "2")
+    assert mv.tags["content_hash"] == infos[1].content_hash
+    assert float(mv.tags["score"]) == pytest.approx(0.78)
+
+
+@pytest.mark.slow  # a new interpreter importing torch + transformers + mlflow: 5-25 s
+def test_registered_model_loads_in_a_fresh_process(tracker, checkpoints, tmp_path):
+    """Plain ``mlflow.pyfunc.load_model("models:/<name>@champion")`` in a new interpreter,
+    outside the repository: same logits as the trained adapter, and it generates text."""
+    models, _ = checkpoints
+    name = "artifacts-test-generator"
+    in_process = tracker.load_registered(f"models:/{name}@champion")
+    import pandas as pd
+
+    prompts = pd.DataFrame({"prompt": ["def add(a, b):", "Write tests for sorting."]})
+    expected = in_process.predict(prompts, params={"max_new_tokens": 6})
+    assert len(expected) == 2 and all(isinstance(t, str) for t in expected)
+    code = textwrap.dedent(f"""
+        import json, sys, numpy as np, pandas as pd, torch, mlflow
+        model = mlflow.pyfunc.load_model("models:/{name}@champion")
+        prompts = pd.DataFrame({{"prompt": {list(prompts["prompt"])!r}}})
+        text = model.predict(prompts, params={{"max_new_tokens": 6}})
+        peft = model.unwrap_python_model().model
+        with torch.no_grad():
+            out = peft(input_ids=torch.tensor({INPUT_IDS.tolist()!r})).logits
+        np.save(sys.argv[1], out.numpy())
+        print(json.dumps(list(text)))
+    """)
+    env = {**os.environ, "MLFLOW_TRACKING_URI": tracker.tracking_uri,
+           "MLFLOW_DISABLE_TELEMETRY": "true"}
+    env.pop("PYTHONPATH", None)  # the model version must not need this repository
+    out_file = tmp_path / "logits.npy"
+    proc = subprocess.run([sys.executable, "-c", code, str(out_file)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == list(expected)
+    import numpy as np
+
+    assert np.array_equal(np.load(out_file), logits(models[1]).numpy())
+
+
+def test_tracking_uri_resolution(monkeypatch):
+    from artifacts.tracking import REPO, default_artifact_location, resolve_tracking_uri
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert resolve_tracking_uri(None) == f"sqlite:///{REPO}/mlflow.db"
+    assert default_artifact_location(f"sqlite:///{REPO}/mlflow.db") == (
+        REPO / "mlartifacts").as_uri()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")
+    assert resolve_tracking_uri(None) == "http://127.0.0.1:5000"
+    assert resolve_tracking_uri("sqlite:///x.db") == "sqlite:///x.db"  # config wins
+    assert default_artifact_location("http://127.0.0.1:5000") is None
+    assert os.environ["MLFLOW_DISABLE_TELEMETRY"] == "true"
+
+
+def test_run_for_resumes_the_same_mlflow_run(tracker):
+    from configs import TrainConfig
+
+    cfg = TrainConfig(name="resume-test")
+    first = tracker.run_for(cfg, "resume-run-1", flow_run_id="flow-a")
+    tracker.end_run(first, "FAILED")  # a killed flow
+    again = tracker.run_for(cfg, "resume-run-1", flow_run_id="flow-b")
+    assert again == first
+    run = tracker.client.get_run(first)
+    assert run.info.status == "RUNNING"
+    assert run.data.tags["prefect.flow_run_id"] == "flow-b"
+    assert tracker.run_for(cfg, "resume-run-2") != first  # another run id: another run

@@ -1,0 +1,284 @@
+"""The two policies: base causal LMs with LoRA adapters named ``generator`` and ``discriminator``.
+
+Any causal LM loads through ``AutoModelForCausalLM.from_pretrained`` (the tiny offline model and
+Qwen2.5-Coder alike). Layouts (``ModelConfig.layout``):
+
+* ``shared``: ONE base model holding both adapters; :meth:`Policies.model_for` switches the
+  active adapter per call (half the memory; the two roles cannot run concurrently).
+* ``separate``: two base models, one adapter each (roles may use different base models).
+
+The KL reference policy is the base model with adapters disabled (:meth:`Policies.reference`),
+so no weight copy is kept. 4-bit NF4 (bitsandbytes) is CUDA only and refused on CPU.
+
+    from models.policy import Policies
+    policies = Policies.load(cfg.model, cfg.lora)
+    model = policies.model_for("generator")        # adapter "generator" active
+    with policies.reference("generator") as ref:   # adapters off: the frozen base
+        ...
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+from configs.errors import ConfigError
+from configs.schema import LoraConfig, ModelConfig
+from models.tiny import build_tiny_model, is_tiny_model_dir
+
+ROLES = ("generator", "discriminator")
+
+# Attention and MLP projections per architecture (``config.model_type``); anything else gets
+# peft's "all-linear" (every linear layer but the output head).
+TARGET_MODULES: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(
+        ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "gemma", "gemma2",
+         "gemma3_text", "deepseek_v2", "olmo", "olmo2", "granite"),
+        ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")),
+    "phi3": ("qkv_proj", "o_proj", "gate_up_proj", "down_proj"),
+    "starcoder2": ("q_proj", "k_proj", "v_proj", "o_proj", "c_fc", "c_proj"),
+    "gpt2": ("c_attn", "c_proj", "c_fc"),
+    "gpt_bigcode": ("c_attn", "c_proj", "c_fc"),
+    "gpt_neox": ("query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"),
+}
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def _check_role(role: str) -> str:
+    if role not in ROLES:
+        raise ValueError(f"role={role!r}: must be one of {', '.join(ROLES)}")
+    return role
+
+
+def resolve_device(cfg: ModelConfig) -> torch.device:
+    """``auto`` -> cuda when available; an explicit ``cuda`` without CUDA is an error."""
+    if cfg.device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("model.device='cuda': no CUDA device is available here; "
+                          "use model.device=cpu or auto")
+    return torch.device(cfg.device)
+
+
+def check_quantisation(cfg: ModelConfig, device: torch.device) -> None:
+    """4-bit NF4 needs bitsandbytes' CUDA kernels: refuse it clearly anywhere else."""
+    if cfg.load_in_4bit and device.type != "cuda":
+        raise ConfigError(
+            f"model.load_in_4bit=True: 4-bit NF4 quantisation (bitsandbytes) is CUDA only, but "
+            f"model.device={cfg.device!r} resolves to {device.type!r}; set "
+            "model.load_in_4bit=false to train in full precision on CPU")
+
+
+def load_tokenizer(path: str, trust_remote_code: bool = False):
+    """The tokenizer of a model folder or hub id, left-padded for batched generation.
+
+    The project's tiny model needs ``PreTrainedTokenizerFast``: in transformers 5
+    ``AutoTokenizer`` maps its Qwen2 config to ``Qwen2Tokenizer``, whose ids differ.
+    """
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    if is_tiny_model_dir(path):
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token  # the pad id is always masked out
+    tokenizer.padding_side = "left"
+    return tokenizer
+
+
+def load_base_model(path: str, cfg: ModelConfig, device: torch.device):
+    """A frozen base causal LM on ``device`` in ``cfg.dtype`` (or NF4 on CUDA)."""
+    from transformers import AutoModelForCausalLM
+
+    check_quantisation(cfg, device)
+    dtype = _DTYPES[cfg.dtype]
+    kwargs: dict = {"dtype": dtype, "trust_remote_code": cfg.trust_remote_code}
+    if cfg.load_in_4bit:
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=dtype if dtype != torch.float32 else torch.bfloat16)
+        kwargs["device_map"] = {"": device.index or 0}
+    model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    if cfg.load_in_4bit:
+        from peft import prepare_model_for_kbit_training
+
+        model = prepare_model_for_kbit_training(
+            model, use_gradient_checkpointing=cfg.gradient_checkpointing,
+            gradient_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.to(device)
+        if cfg.gradient_checkpointing:
+            # Non-reentrant checkpointing back-propagates into LoRA weights even though the
+            # (frozen) embeddings' outputs do not require grad.
+            model.activation_checkpointing_enable(
+                activation_checkpointing_kwargs={"use_reentrant": False})
+    for param in model.parameters():
+        param.requires_grad_(False)
+    model.eval()  # no dropout: PPO ratios need deterministic log-probs
+    return model
+
+
+def peft_lora_config(lora: LoraConfig, model):
+    """peft ``LoraConfig`` with per-architecture target modules when none are given."""
+    from peft import LoraConfig as PeftLoraConfig
+
+    targets = lora.target_modules
+    if targets is None:
+        targets = TARGET_MODULES.get(getattr(model.config, "model_type", ""), "all-linear")
+    return PeftLoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                          target_modules=list(targets) if targets != "all-linear" else targets,
+                          bias="none", task_type="CAUSAL_LM")
+
+
+class Policies:
+    """Generator and discriminator policies (see module docstring). Build with :meth:`load`."""
+
+    def __init__(self, models: dict[str, object], tokenizers: dict[str, object],
+                 layout: str, device: torch.device):
+        self._models = models
+        self._tokenizers = tokenizers
+        self.layout = layout
+        self.device = device
+
+    @classmethod
+    def load(cls, model_cfg: ModelConfig, lora_cfg: LoraConfig, seed: int = 0) -> Policies:
+        """Load base model(s), attach fresh LoRA adapters, freeze everything but them.
+
+        ``seed`` fixes the adapters' random initialisation (``lora_A``; ``lora_B`` starts at
+        zero, so a fresh policy equals its base) without touching the caller's random state.
+        """
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return cls._load(model_cfg, lora_cfg)
+
+    @classmethod
+    def _load(cls, model_cfg: ModelConfig, lora_cfg: LoraConfig) -> Policies:
+        from peft import get_peft_model
+
+        device = resolve_device(model_cfg)
+        check_quantisation(model_cfg, device)  # before any slow loading
+        paths = {"generator": model_cfg.generator,
+                 "discriminator": model_cfg.discriminator_base}
+        for path in set(paths.values()):
+            if model_cfg.tiny and not Path(path, "config.json").exists():
+                build_tiny_model(path)
+        if model_cfg.layout == "shared":
+            base = load_base_model(paths["generator"], model_cfg, device)
+            peft_cfg = peft_lora_config(lora_cfg, base)
+            model = get_peft_model(base, peft_cfg, adapter_name="generator")
+            model.add_adapter("discriminator", peft_lora_config(lora_cfg, base))
+            models = {"generator": model, "discriminator": model}
+            tokenizer = load_tokenizer(paths["generator"], model_cfg.trust_remote_code)
+            tokenizers = {"generator": tokenizer, "discriminator": tokenizer}
+        else:
+            models, tokenizers = {}, {}
+            for role in ROLES:
+                base = load_base_model(paths[role], model_cfg, device)
+                models[role] = get_peft_model(base, peft_lora_config(lora_cfg, base),
+                                              adapter_name=role)
+                tokenizers[role] = load_tokenizer(paths[role], model_cfg.trust_remote_code)
+        for model in {id(m): m for m in models.values()}.values():
+            model.eval()
+        policies = cls(models, tokenizers, model_cfg.layout, device)
+        policies.activate("generator")
+        return policies
+
+    @property
+    def tokenizer(self):
+        """The generator's tokenizer (the only one in the shared layout)."""
+        return self._tokenizers["generator"]
+
+    def tokenizer_for(self, role: str):
+        return self._tokenizers[_check_role(role)]
+
+    def activate(self, role: str) -> None:
+        """Make ``role``'s adapter the active (and only trainable) one of its model."""
+        self._models[_check_role(role)].set_adapter(role)
+
+    def model_for(self, role: str):
+        """``role``'s model with its adapter active. In the shared layout both roles get the
+        same object: activate a role again after using the other one."""
+        self.activate(role)
+        return self._models[role]
+
+    @contextmanager
+    def reference(self, role: str) -> Iterator[object]:
+        """The KL reference policy: ``role``'s base model with every adapter disabled."""
+        model = self.model_for(role)
+        with torch.no_grad(), model.disable_adapter():
+            yield model
+
+    def _adapter_state(self, role: str) -> dict[str, torch.Tensor]:
+        from peft import get_peft_model_state_dict
+
+        return get_peft_model_state_dict(self._models[_check_role(role)], adapter_name=role)
+
+    def trainable_parameters(self, role: str) -> list[torch.nn.Parameter]:
+        """The LoRA parameters of ``role`` (for the optimizer); activates ``role``."""
+        model = self.model_for(role)
+        marker = f".{role}."
+        params = [p for name, p in model.named_parameters()
+                  if "lora_" in name and marker in name]
+        assert params and all(p.requires_grad for p in params), f"no trainable {role} adapter"
+        return params
+
+    def adapter_version(self, role: str) -> str:
+        """Content hash of ``role``'s adapter weights (changes with every optimizer step)."""
+        digest = hashlib.sha256()
+        for name, tensor in sorted(self._adapter_state(role).items()):
+            digest.update(name.encode())
+            digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+        return digest.hexdigest()[:16]
+
+    def save_adapter(self, role: str, path: str | Path) -> Path:
+        """Write ``role``'s adapter as a standard peft folder (``adapter_config.json`` +
+        ``adapter_model.safetensors``), atomically: a re-run never sees half a checkpoint."""
+        from safetensors.torch import save_file
+
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.tmp-"))
+        try:
+            state = {k: v.detach().to("cpu").contiguous()
+                     for k, v in self._adapter_state(role).items()}
+            save_file(state, tmp / "adapter_model.safetensors")
+            self._models[role].peft_config[role].save_pretrained(str(tmp))
+            if path.exists():
+                shutil.rmtree(path)
+            os.replace(tmp, path)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp)
+        return path
+
+    def load_adapter(self, role: str, path: str | Path) -> None:
+        """Load weights saved by :meth:`save_adapter` into ``role``'s adapter, in place (an
+        optimizer over :meth:`trainable_parameters` stays valid)."""
+        from peft import PeftConfig, load_peft_weights, set_peft_model_state_dict
+
+        model = self._models[_check_role(role)]
+        saved = PeftConfig.from_pretrained(str(path))
+        current = model.peft_config[role]
+        if (saved.r, saved.lora_alpha, set(saved.target_modules or ())) != \
+                (current.r, current.lora_alpha, set(current.target_modules or ())):
+            raise ConfigError(
+                f"{path}: adapter has r={saved.r}, alpha={saved.lora_alpha}, targets="
+                f"{sorted(saved.target_modules or ())}; {role} was built with r={current.r}, "
+                f"alpha={current.lora_alpha}, targets={sorted(current.target_modules or ())}")
+        weights = load_peft_weights(str(path), device=str(self.device))
+        result = set_peft_model_state_dict(model, weights, adapter_name=role)
+        missing = [k for k in result.missing_keys if "lora_" in k and f".{role}." in k]
+        if missing:
+            raise ValueError(f"{path}: adapter is missing {len(missing)} weights, e.g. "
+                             f"{missing[0]}")
+        self.activate(role)

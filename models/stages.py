@@ -1,0 +1,210 @@
+"""The five reasoning stages and the chat messages both roles see at each of them.
+
+The generator writes, per problem: 1 informal reasoning, 2 structured reasoning, 3 pseudocode,
+4 constraints and invariants, 5 executable Python. At every stage the discriminator reads the
+chain so far and writes unit tests with that stage's focus (basic, edge, algorithmic corner,
+constraint/stress, adversarial cases). Tests accumulate across stages into one suite.
+
+This module builds *messages* (a list of ``{"role", "content"}`` dicts); turning them into a
+prompt string that fits ``max_context_tokens`` is :mod:`models.prompts`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from problems.model import Problem
+
+STAGE_IDS = (1, 2, 3, 4, 5)
+CODE_STAGE = 5
+
+GENERATOR_SYSTEM = (
+    "You are an expert Python programmer. You solve problems step by step, one reasoning stage "
+    "at a time, and write only what the current stage asks for."
+)
+DISCRIMINATOR_SYSTEM = (
+    "You are an expert software tester. You write unit tests that expose bugs in solutions to "
+    "programming problems. Every test must be correct for a correct solution."
+)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One reasoning stage: what the generator writes and what the discriminator tests."""
+
+    id: int
+    name: str
+    description: str
+    generator_prompt_template: str
+    """Instruction for the generator; ``{entry_point}`` is filled in."""
+    discriminator_prompt_template: str
+    """Instruction for the discriminator; ``{entry_point}`` and ``{focus}`` are filled in."""
+    discriminator_focus: str
+    """The kind of test this stage's discriminator writes (one line)."""
+
+    @property
+    def is_code(self) -> bool:
+        return self.id == CODE_STAGE
+
+
+_TEST_FORMAT = (
+    "Write between 3 and 8 tests as plain `assert` statements that call `{entry_point}` "
+    "directly, one per line, inside one ```python fenced block, for example:\n"
+    "```python\nassert {entry_point}(...) == ...\n```\n"
+    "Do not define `{entry_point}` yourself and do not print anything."
+)
+
+_DISCRIMINATOR_TEMPLATE = (
+    "Stage {stage_id} of 5: {stage_name}. Focus on {focus}.\n" + _TEST_FORMAT
+)
+
+_STAGES = (
+    Stage(
+        id=1,
+        name="informal reasoning",
+        description="Conversational, intuitive understanding of the problem and an approach.",
+        generator_prompt_template=(
+            "Stage 1 of 5: informal reasoning. In a few plain sentences, explain what "
+            "`{entry_point}` must do and which approach would work. Do not write code yet."
+        ),
+        discriminator_prompt_template=_DISCRIMINATOR_TEMPLATE,
+        discriminator_focus="basic cases: the happy path, typical inputs, an empty or "
+                            "single-element input where it makes sense",
+    ),
+    Stage(
+        id=2,
+        name="structured reasoning",
+        description="An organised breakdown: the problem, the approach, the steps, edge cases.",
+        generator_prompt_template=(
+            "Stage 2 of 5: structured reasoning. As a numbered list, state the problem, the "
+            "approach, the steps, and the edge cases `{entry_point}` must handle. No code yet."
+        ),
+        discriminator_prompt_template=_DISCRIMINATOR_TEMPLATE,
+        discriminator_focus="edge cases: boundary values, empty inputs, duplicates, "
+                            "no-solution inputs named in the reasoning",
+    ),
+    Stage(
+        id=3,
+        name="pseudocode",
+        description="The algorithm in language-neutral pseudocode.",
+        generator_prompt_template=(
+            "Stage 3 of 5: pseudocode. Write the algorithm for `{entry_point}` as indented "
+            "pseudocode (not Python)."
+        ),
+        discriminator_prompt_template=_DISCRIMINATOR_TEMPLATE,
+        discriminator_focus="algorithmic corner cases: loop boundaries, off-by-one errors, "
+                            "repeated elements, ordering",
+    ),
+    Stage(
+        id=4,
+        name="constraints and invariants",
+        description="Time and space complexity, invariants, and the inputs that must be handled.",
+        generator_prompt_template=(
+            "Stage 4 of 5: constraints and invariants. State the time and space complexity of "
+            "your algorithm for `{entry_point}`, its loop invariants, and the input ranges and "
+            "special values it must handle."
+        ),
+        discriminator_prompt_template=_DISCRIMINATOR_TEMPLATE,
+        discriminator_focus="constraints and stress: negative numbers, extreme values, large "
+                            "inputs that expose slow or overflowing solutions",
+    ),
+    Stage(
+        id=5,
+        name="executable code",
+        description="The final Python implementation.",
+        generator_prompt_template=(
+            "Stage 5 of 5: executable code. Write the complete Python implementation of "
+            "`{entry_point}` following your reasoning, in exactly one ```python fenced block "
+            "that defines `{entry_point}` with the given signature. No explanation, no tests, "
+            "no example usage."
+        ),
+        discriminator_prompt_template=_DISCRIMINATOR_TEMPLATE,
+        discriminator_focus="adversarial cases: tricky inputs and unexpected combinations "
+                            "that this particular code is most likely to get wrong",
+    ),
+)
+
+
+def get_stage(stage_id: int) -> Stage:
+    """The stage with id ``stage_id`` (1 to 5); anything else raises ``ValueError``."""
+    if isinstance(stage_id, bool) or not isinstance(stage_id, int) or stage_id not in STAGE_IDS:
+        raise ValueError(f"stage_id={stage_id!r}: must be an integer from 1 to 5")
+    return _STAGES[stage_id - 1]
+
+
+def get_all_stages() -> list[Stage]:
+    """All five stages, in order."""
+    return list(_STAGES)
+
+
+def _problem_block(problem: Problem, description: str | None = None) -> str:
+    desc = problem.description if description is None else description
+    return (f"Problem:\n{desc.strip()}\n\n"
+            f"Function signature:\n```python\n{problem.function_signature.strip()}\n```")
+
+
+def _chain_block(title: str, texts: Sequence[str], first_stage: int = 1) -> str:
+    """Earlier stage outputs, labelled by stage; ``None`` entries were dropped for length."""
+    parts = []
+    for offset, text in enumerate(texts):
+        stage = get_stage(first_stage + offset)
+        body = ("[omitted to fit the context window]" if text is None else text.strip())
+        parts.append(f"### Stage {stage.id}: {stage.name}\n{body}")
+    return f"{title}\n\n" + "\n\n".join(parts) if parts else ""
+
+
+def generator_messages(problem: Problem, stage: Stage | int, previous: Sequence[str | None],
+                       *, description: str | None = None) -> list[dict[str, str]]:
+    """Chat messages asking the generator for ``stage`` given its ``previous`` stage outputs.
+
+    ``previous`` holds the generator's own outputs of stages ``1 .. stage-1`` in order; an entry
+    of ``None`` renders as omitted (the context-length policy uses it). ``description``
+    overrides the problem text (the policy passes a truncated one).
+    """
+    stage = stage if isinstance(stage, Stage) else get_stage(stage)
+    if len(previous) != stage.id - 1:
+        raise ValueError(f"stage {stage.id} needs the outputs of {stage.id - 1} previous "
+                         f"stage(s), got {len(previous)}")
+    parts = [_problem_block(problem, description)]
+    chain = _chain_block("Your reasoning so far:", previous)
+    if chain:
+        parts.append(chain)
+    parts.append(stage.generator_prompt_template.format(entry_point=problem.entry_point))
+    return [{"role": "system", "content": GENERATOR_SYSTEM},
+            {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def discriminator_messages(problem: Problem, stage: Stage | int, chain: Sequence[str | None],
+                           *, description: str | None = None) -> list[dict[str, str]]:
+    """Chat messages asking the discriminator for ``stage``'s tests.
+
+    ``chain`` holds the generator's outputs of stages ``1 .. stage`` (the current one last), so
+    the discriminator tests what the generator has committed to so far.
+    """
+    stage = stage if isinstance(stage, Stage) else get_stage(stage)
+    if len(chain) != stage.id:
+        raise ValueError(f"stage {stage.id} tests read the generator's outputs of stages "
+                         f"1..{stage.id}, got {len(chain)}")
+    parts = [_problem_block(problem, description)]
+    block = _chain_block("The solver's work so far:", chain)
+    if block:
+        parts.append(block)
+    parts.append(stage.discriminator_prompt_template.format(
+        stage_id=stage.id, stage_name=stage.name, focus=stage.discriminator_focus,
+        entry_point=problem.entry_point))
+    return [{"role": "system", "content": DISCRIMINATOR_SYSTEM},
+            {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def critique_messages(problem: Problem, code: str) -> list[dict[str, str]]:
+    """Optional textual critique: ask the discriminator to judge code in words (the seed's
+    ``generate_critique``). The reply ends with ``VERDICT: correct`` or ``VERDICT: incorrect``,
+    which :func:`models.parsing.parse_critique` reads."""
+    return [
+        {"role": "system", "content": DISCRIMINATOR_SYSTEM},
+        {"role": "user", "content": (
+            f"{_problem_block(problem)}\n\nCandidate solution:\n```python\n{code.strip()}\n```\n\n"
+            "List the bugs you find, one per line starting with '- '. End with one line "
+            "'VERDICT: correct' or 'VERDICT: incorrect'.")},
+    ]

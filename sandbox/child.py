@@ -249,6 +249,9 @@ def start_fork_server(use_seccomp: bool) -> tuple[int, socket.socket]:
         devnull = os.open("/dev/null", os.O_RDWR)
         for fd in (0, 1):  # never hold the host's pipes
             os.dup2(devnull, fd)
+        # compile() builds CPython's ~120 AST node types on its first use in a process
+        # (~2 ms, most of a small job's cost in a child); build them here, once, for all.
+        compile("", "<warm>", "exec")
         try:
             exec(PRELOAD, {})  # warm module cache for every child; no job data involved
         except Exception:

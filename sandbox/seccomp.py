@@ -99,8 +99,11 @@ def prepare() -> None:
     # The two instructions that compare with the process's own pid (kill and tgkill rules).
     marker = build_filter(0x7FFFFFFF)
     slots = [i for i in range(0, len(code), 8) if code[i:i + 8] != marker[i:i + 8]]
-    _prepared.update(buf=buf, prog=SockFprog(len(code) // 8, ctypes.addressof(buf)),
-                     slots=slots, libc=ctypes.CDLL(None, use_errno=True))
+    prog = SockFprog(len(code) // 8, ctypes.addressof(buf))
+    # Resolve prctl and the pointer here: a child that looks them up itself touches (and so
+    # copies) dozens more of the fork server's pages.
+    _prepared.update(buf=buf, prog=prog, prog_ref=ctypes.byref(prog), slots=slots,
+                     prctl=ctypes.CDLL(None, use_errno=True).prctl)
 
 
 def install(self_pid: int) -> bool:
@@ -111,10 +114,10 @@ def install(self_pid: int) -> bool:
     buf = _prepared["buf"]
     for offset in _prepared["slots"]:
         struct.pack_into("I", buf, offset + 4, self_pid)  # the k field of sock_filter
-    libc = _prepared["libc"]
-    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+    prctl = _prepared["prctl"]
+    if prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
         return False
-    return libc.prctl(22, 2, ctypes.byref(_prepared["prog"]), 0, 0) == 0  # SECCOMP_MODE_FILTER
+    return prctl(22, 2, _prepared["prog_ref"], 0, 0) == 0  # SECCOMP_MODE_FILTER
 
 
 def set_undumpable() -> bool:

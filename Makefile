@@ -21,12 +21,8 @@ export PREFECT_HOME ?= $(CURDIR)/.prefect
 
 .PHONY: run test setup sandbox-deps lint bench clean
 
-# Until the training flow lands, the main job is the most complete pipeline that exists:
-# load and validate the demo problems and show the configuration they will train with.
 run: setup
-	$(PY) -m problems validate demo --no-exec
-	$(PY) -c "from configs import load_config; print(load_config('$(CONFIG)'))"
-	@echo "tiny model: $(TINY_MODEL)   configs: configs/   problems: python -m problems list demo"
+	$(PY) -m flows.train --config $(CONFIG)
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -207,6 +207,26 @@ class RunStore:
         return {"path": rel, "table": table, "rows": rows, "sha256": sha256_bytes(blob),
                 "bytes": len(blob)}
 
+    # -- run documents -------------------------------------------------------------------------
+    def write_json(self, name: str, data: Any) -> str:
+        """A small JSON document of the run, ``_run/<name>`` (its config, replay reports), written
+        atomically and replaced on the next write; not part of any step. Returns its URI."""
+        if not _PART_RE.match(name):
+            raise ValueError(f"name={name!r}: use letters, digits, '_', '.', '-'")
+        path = f"{self.run_dir}/_run/{name}"
+        self._write_atomic(path, json.dumps(data, indent=1, sort_keys=True).encode())
+        return self._uri(path)
+
+    def read_json(self, name: str) -> Any | None:
+        """The document written by ``write_json``, or None when there is none."""
+        path = f"{self.run_dir}/_run/{name}"
+        if self.fs.get_file_info(path).type != pafs.FileType.File:
+            return None
+        try:
+            return json.loads(self._read_bytes(path))
+        except ValueError:
+            raise CorruptArtifactError(f"{self._uri(path)}: not valid JSON") from None
+
     # -- state of steps ------------------------------------------------------------------------
     def manifest(self, step: int) -> dict[str, Any] | None:
         """The step's manifest, or None when the step is incomplete (missing/unparsable)."""

@@ -48,6 +48,10 @@ class TinySpec:
     num_kv_heads: int = 2
     intermediate_size: int = 128
     max_position_embeddings: int = 4096
+    embedding_std: float = 0.3
+    """Std of the (tied) embeddings. Qwen2's default 0.02 caps every logit near
+    ``|h| * |e| = sqrt(hidden) * 0.02 * sqrt(hidden) ~ 1.3`` after the final RMSNorm, so no
+    adapter could ever make the output distribution peaked: a tiny model would never learn."""
     seed: int = 0
 
 
@@ -121,6 +125,8 @@ def build_tiny_model(out: str | Path, spec: TinySpec = TinySpec()) -> Path:
     )
     torch.manual_seed(spec.seed)
     model = Qwen2ForCausalLM(config)
+    with torch.no_grad():
+        model.get_input_embeddings().weight.normal_(0.0, spec.embedding_std)
     model.generation_config = GenerationConfig(
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
     model.save_pretrained(out)

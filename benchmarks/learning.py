@@ -1,0 +1,102 @@
+"""Proof that it learns: PPO raises the generator's reward; at learning rate 0 it does not.
+
+    python benchmarks/learning.py [--steps 16] [--lr 0.002] [--window 4]
+
+Builds the tiny model, then runs the real training flow (``python -m flows.train``) twice in
+parallel on the same warm-started tiny model and the same easy demo problems: once with the
+given PPO learning rate and once with learning rate 0 (the control). Both train the generator
+only, at stage 5 (the code tokens), for ``--steps`` steps; both sample with the same seeds. It
+prints the mean generator reward per step, the first and last windows, and last the line
+
+    trained_gain=<last minus first, trained> control_gain=<last minus first, control>
+
+Goal (issue): trained_gain >= 0.2 while the control's gain stays near 0, within 10 minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+
+def run_flow(tmp: Path, run_id: str, lr: float, args: argparse.Namespace,
+             model_dir: Path) -> subprocess.Popen:
+    sets = [f"model.generator={model_dir}", f"artifacts.root={tmp / 'runs'}",
+            f"tracking.tracking_uri=sqlite:///{tmp / (run_id + '.db')}",
+            "tracking.register_models=false", f"tracking.experiment=learning-{run_id}",
+            "schedule.stages=[5]", "schedule.n_discriminator_steps=0",
+            f"schedule.n_generator_steps={args.steps}", "schedule.k_alternating=0",
+            f"problems.limit={args.problems}", f"schedule.problems_per_step={args.problems}",
+            f"sampling.samples_per_problem={args.samples}", f"ppo.learning_rate={lr}",
+            f"ppo.epochs={args.epochs}", "warm_start.roles=[generator]",
+            f"warm_start.steps={args.warm_steps}"]
+    cmd = [sys.executable, "-m", "flows.train", "--config", str(REPO / "configs/tiny.yaml"),
+           "--run-id", run_id]
+    for s in sets:
+        cmd += ["--set", s]
+    env = {**os.environ, "PREFECT_HOME": str(tmp / f"prefect-{run_id}"),
+           "PYTHONPATH": str(REPO), "MLFLOW_DISABLE_TELEMETRY": "true"}
+    log = open(tmp / f"{run_id}.log", "w")
+    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def rewards_per_step(root: Path, run_id: str) -> list[float]:
+    from artifacts import RunStore
+
+    frame = RunStore(str(root), run_id).read("rewards")
+    return [float(v) for v in frame.groupby("step")["generator_reward"].mean().sort_index()]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=16, help="PPO steps per run")
+    parser.add_argument("--lr", type=float, default=0.002, help="PPO learning rate (trained)")
+    parser.add_argument("--window", type=int, default=4, help="steps in the first/last window")
+    parser.add_argument("--problems", type=int, default=4, help="easiest demo problems used")
+    parser.add_argument("--samples", type=int, default=8, help="samples per problem and step")
+    parser.add_argument("--epochs", type=int, default=2, help="PPO epochs per step")
+    parser.add_argument("--warm-steps", type=int, default=500, help="generator warm-start steps")
+    args = parser.parse_args()
+
+    from models.tiny import build_tiny_model
+
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="learning-") as name:
+        tmp = Path(name)
+        model_dir = build_tiny_model(tmp / "tiny")
+        procs = {run_id: run_flow(tmp, run_id, lr, args, model_dir)
+                 for run_id, lr in (("trained", args.lr), ("control", 0.0))}
+        for run_id, proc in procs.items():
+            if proc.wait() != 0:
+                print((tmp / f"{run_id}.log").read_text()[-4000:])
+                raise SystemExit(f"{run_id} run failed (exit {proc.returncode})")
+        curves = {run_id: rewards_per_step(tmp / "runs", run_id) for run_id in procs}
+    elapsed = time.perf_counter() - start
+
+    w = args.window
+    print(f"mean generator reward per step ({args.problems} problems x {args.samples} samples, "
+          f"stage 5, generator PPO lr={args.lr} vs 0):")
+    print("step     " + " ".join(f"{i + 1:5d}" for i in range(args.steps)))
+    gains = {}
+    for run_id, curve in curves.items():
+        print(f"{run_id:8s} " + " ".join(f"{v:5.2f}" for v in curve))
+        first, last = statistics.fmean(curve[:w]), statistics.fmean(curve[-w:])
+        gains[run_id] = last - first
+        print(f"{'':8s} first {w} steps {first:.3f}, last {w} steps {last:.3f}, "
+              f"gain {last - first:+.3f}")
+    print(f"wall time {elapsed:.0f} s (both runs in parallel, warm start included)")
+    print(f"trained_gain={gains['trained']:.3f} control_gain={gains['control']:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

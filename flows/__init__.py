@@ -1,0 +1,1 @@
+"""Prefect flows: ``train`` (the full pipeline); run them from the repository root."""

@@ -1,0 +1,109 @@
+"""The training flow: adversarial PPO over five reasoning stages, stage by stage.
+
+    python -m flows.train --config configs/tiny.yaml [--artifacts-root DIR] [--run-id ID] \
+        [--set key=value ...]
+
+For each training stage 1..5: N discriminator steps (generator frozen), N generator steps
+(discriminator frozen), K alternating steps (generator first). Every step regenerates the full
+chain: for each stage s, the generator writes stage s and the discriminator writes tests for it;
+then every accumulated test runs against the final code, the reference and its mutants; rewards
+come from those executions; PPO updates one role on the trained stage's tokens.
+
+Each task writes its output to the Parquet run store; a step's manifest is written last. Started
+again with the same ``--run-id``, the flow continues after the last complete step (the adapters
+and optimizers of that step are restored), so no step is lost and none is done twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from prefect import flow, get_run_logger
+
+from configs import load_config
+from tasks import (
+    checkpoint_stage,
+    execute,
+    generate_tests,
+    log_step,
+    ppo_update_task,
+    rollout,
+    score,
+    warm_start,
+)
+from tasks.progress import Progress
+from tasks.runtime import RunContext, finish_run, new_run_id, open_run, resume_point
+from tasks.schedule import PlannedStep, plan
+
+STAGES = (1, 2, 3, 4, 5)
+
+
+def train_step(ctx: RunContext, planned: PlannedStep, last_of_stage: bool) -> dict[str, float]:
+    """rollout -> tests, stage by stage; execute -> rewards -> update; then close the step."""
+    step = planned.step
+    for stage in STAGES:
+        rollout(ctx, step, stage)
+        generate_tests(ctx, step, stage)
+    execute(ctx, step)
+    score(ctx, step, planned.stage)
+    ppo_update_task(ctx, step, planned.role, planned.stage)
+    ctx.save_state(step)
+    metrics = log_step(ctx, step, planned.stage, planned.role)
+    if last_of_stage:  # before the manifest: a kill here redoes the step, never skips it
+        checkpoint_stage(ctx, step, planned.stage, metrics)
+    ctx.store.complete_step(step)
+    return metrics
+
+
+@flow(name="train", log_prints=True)
+def train(config: str = "configs/tiny.yaml", overrides: list[str] | None = None,
+          artifacts_root: str | None = None, run_id: str | None = None) -> dict[str, Any]:
+    """Train both adapters on ``config``; returns where the results are."""
+    overrides = list(overrides or [])
+    if artifacts_root:
+        overrides.append(f"artifacts.root={artifacts_root}")
+    cfg = load_config(config, overrides)
+    ctx = open_run(cfg, run_id or new_run_id(cfg))
+    steps = plan(cfg.schedule)
+    start = resume_point(ctx, steps)
+    get_run_logger().info("run %s: %d steps, resuming after step %d", ctx.run_id, len(steps),
+                          start)
+    if start == 0 and cfg.warm_start.enabled and 0 not in ctx.state_steps():
+        warm_start(ctx)
+        ctx.save_state(0)
+    with Progress(ctx, total=len(steps), done=start) as progress:
+        for i, planned in enumerate(steps):
+            if planned.step <= start:
+                continue
+            last_of_stage = i + 1 == len(steps) or steps[i + 1].stage != planned.stage
+            metrics = train_step(ctx, planned, last_of_stage)
+            progress.advance(planned, metrics)
+    return finish_run(ctx)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m flows.train", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="configs/tiny.yaml", help="YAML config file")
+    parser.add_argument("--artifacts-root", help="Parquet run store root (folder or URI)")
+    parser.add_argument("--run-id", help="continue this run (or name a new one)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="override a config value, e.g. "
+                        "ppo.learning_rate=1e-5 (repeatable)")
+    args = parser.parse_args(argv)
+    from configs import ConfigError
+    from problems import ProblemLoadError
+    try:
+        load_config(args.config, args.overrides)  # fail fast, before Prefect starts
+    except (ConfigError, ProblemLoadError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    train(config=args.config, overrides=args.overrides, artifacts_root=args.artifacts_root,
+          run_id=args.run_id)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,318 @@
+"""PPO for the LoRA adapters: small pure tensor helpers and one update function.
+
+No model code lives here: :func:`ppo_update` takes a ``policy_logprobs_fn`` that maps a
+micro-batch to per-token log-probs (and optionally entropy and values), so the same maths serves
+the generator and the discriminator, a tiny CPU model and a 4-bit GPU model, and a toy table
+policy in the tests.
+
+Shapes: ``B`` sequences, ``T`` token positions. ``loss_mask (B, T)`` marks the tokens being
+trained (the trained stage's response tokens of one role); everything else (prompt, other
+stages, padding) is ignored by every loss and statistic. The reward of a sequence is one
+float; GAE places it on the sequence's last trained token.
+
+    python -m pytest tests/test_ppo.py              # each helper against a naive loop
+    python -m pytest --doctest-modules models/ppo.py
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from configs.schema import PPOConfig
+
+PolicyFn = Callable[[dict[str, Any]], tuple[Tensor, Tensor | None, Tensor | None]]
+"""``micro_batch -> (logprobs (b, T), entropy (b, T) or None, values (b, T) or None)``."""
+
+
+# --- masked statistics ---------------------------------------------------------------------
+def masked_mean(x: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
+    """Mean of ``x`` where ``mask`` is 1; an empty mask gives 0 rather than NaN.
+
+    >>> masked_mean(torch.tensor([1., 2., 9.]), torch.tensor([1, 1, 0]))
+    tensor(1.5000)
+    """
+    mask = mask.to(x.dtype)
+    if dim is None:
+        return (x * mask).sum() / mask.sum().clamp(min=1)
+    return (x * mask).sum(dim) / mask.sum(dim).clamp(min=1)
+
+
+def masked_var(x: Tensor, mask: Tensor, unbiased: bool = True) -> Tensor:
+    """Variance of ``x`` where ``mask`` is 1 (Bessel-corrected when ``unbiased`` and n > 1)."""
+    mean = masked_mean(x, mask)
+    var = masked_mean((x - mean) ** 2, mask)
+    n = mask.sum()
+    if unbiased and n > 1:
+        var = var * n / (n - 1)
+    return var
+
+
+def masked_whiten(x: Tensor, mask: Tensor, shift_mean: bool = True, eps: float = 1e-8) -> Tensor:
+    """``(x - mean) / std`` over the masked entries; 0 outside the mask.
+
+    With ``shift_mean=False`` the mean is added back (only the scale changes), as TRL does for
+    rewards.
+    """
+    mean, var = masked_mean(x, mask), masked_var(x, mask)
+    whitened = (x - mean) * torch.rsqrt(var + eps)
+    if not shift_mean:
+        whitened = whitened + mean
+    return whitened * mask.to(x.dtype)
+
+
+# --- advantages ----------------------------------------------------------------------------
+def place_terminal_reward(scores: Tensor, mask: Tensor) -> Tensor:
+    """Token-level rewards ``(B, T)``: each score on its row's last masked token, 0 elsewhere.
+
+    >>> place_terminal_reward(torch.tensor([2., 3.]), torch.tensor([[1, 1, 0], [0, 1, 1]]))
+    tensor([[0., 2., 0.],
+            [0., 0., 3.]])
+    """
+    B, T = mask.shape
+    has_tokens = mask.sum(dim=1) > 0                                     # (B,)
+    last = T - 1 - mask.flip(1).to(torch.long).argmax(dim=1)             # (B,)
+    rewards = torch.zeros(B, T, dtype=scores.dtype, device=scores.device)
+    rewards[torch.arange(B, device=mask.device), last] = torch.where(
+        has_tokens, scores, torch.zeros_like(scores))
+    return rewards
+
+
+def gae(rewards: Tensor, values: Tensor, mask: Tensor, gamma: float,
+        lam: float) -> tuple[Tensor, Tensor]:
+    """Generalised advantage estimation over the masked tokens of each row.
+
+    Masked tokens form the episode in order (gaps are skipped, so a non-contiguous stage
+    selection works); the value after the last masked token is 0 (terminal). Rewards outside
+    the mask are ignored. Returns ``advantages (B, T)`` and ``returns = advantages + values``
+    (both 0 outside the mask). Pass detached rollout-time values.
+    """
+    B, T = values.shape
+    m = mask.to(values.dtype)
+    advantages = torch.zeros_like(values)
+    last_gae = torch.zeros(B, dtype=values.dtype, device=values.device)    # (B,)
+    next_value = torch.zeros_like(last_gae)                                # (B,)
+    for t in reversed(range(T)):
+        delta = rewards[:, t] + gamma * next_value - values[:, t]          # (B,)
+        candidate = delta + gamma * lam * last_gae
+        on = m[:, t] > 0
+        # Off-mask positions leave the recursion untouched: the next masked token is "t + 1".
+        last_gae = torch.where(on, candidate, last_gae)
+        next_value = torch.where(on, values[:, t], next_value)
+        advantages[:, t] = candidate * m[:, t]
+    return advantages, (advantages + values) * m
+
+
+def group_advantages(rewards: Tensor, group_ids: Tensor, scale: bool = True,
+                     eps: float = 1e-4, atol: float = 1e-9) -> tuple[Tensor, Tensor]:
+    """Group-relative advantages (GRPO): reward minus its group's mean, over the group's std.
+
+    ``group_ids`` are integers (e.g. the problem's index in the step). Groups whose rewards are
+    all equal (single-sample groups included) carry no signal: their advantages are 0 and the
+    returned mask ``(N,)`` is False for them, so the update skips their tokens.
+
+    >>> adv, live = group_advantages(torch.tensor([1., 0., .5, .5]), torch.tensor([0, 0, 1, 1]))
+    >>> [round(a, 2) for a in adv.tolist()], live.tolist()
+    ([0.71, -0.71, 0.0, 0.0], [True, True, False, False])
+    """
+    rewards = rewards.to(torch.float32) if not rewards.is_floating_point() else rewards
+    group_ids = torch.as_tensor(group_ids, device=rewards.device)
+    _, inv = torch.unique(group_ids, return_inverse=True)                 # (N,)
+    G = int(inv.max()) + 1 if inv.numel() else 0
+    zeros = torch.zeros(G, dtype=rewards.dtype, device=rewards.device)
+    count = zeros.index_add(0, inv, torch.ones_like(rewards))              # (G,)
+    mean = zeros.index_add(0, inv, rewards) / count                        # (G,)
+    dev = rewards - mean[inv]                                              # (N,)
+    # Unbiased std, as TRL's GRPO computes it.
+    std = (zeros.index_add(0, inv, dev ** 2) / (count - 1).clamp(min=1)).sqrt()
+    hi = zeros.scatter_reduce(0, inv, rewards, "amax", include_self=False)
+    lo = zeros.scatter_reduce(0, inv, rewards, "amin", include_self=False)
+    live = ((hi - lo) > atol)[inv]                                         # (N,)
+    adv = dev / (std[inv] + eps) if scale else dev
+    return torch.where(live, adv, torch.zeros_like(adv)), live
+
+
+# --- losses --------------------------------------------------------------------------------
+def clipped_surrogate(logp_new: Tensor, logp_old: Tensor, advantages: Tensor, mask: Tensor,
+                      clip_eps: float) -> tuple[Tensor, Tensor]:
+    """PPO's clipped policy loss (to minimise) and the share of tokens where the clip bites.
+
+    ``advantages`` is ``(B, T)`` or per sequence ``(B,)`` (broadcast over its tokens).
+    """
+    if advantages.dim() == 1:
+        advantages = advantages[:, None]                                   # (B, 1)
+    ratio = torch.exp(logp_new - logp_old)                                 # (B, T)
+    unclipped = -advantages * ratio
+    clipped = -advantages * ratio.clamp(1 - clip_eps, 1 + clip_eps)
+    loss = masked_mean(torch.maximum(unclipped, clipped), mask)
+    clip_fraction = masked_mean((clipped > unclipped).to(ratio.dtype), mask).detach()
+    return loss, clip_fraction
+
+
+def kl_k3(logp: Tensor, logp_ref: Tensor) -> Tensor:
+    """Per-token k3 estimate of KL(policy || reference): ``exp(r) - 1 - r``, ``r = ref - new``.
+
+    Non-negative and unbiased for tokens sampled from the policy (Schulman's "Approximating KL
+    divergence"); the gradient flows through ``logp``.
+
+    >>> kl_k3(torch.tensor([-1.0, -2.0]), torch.tensor([-1.0, -1.0])).round(decimals=4)
+    tensor([0.0000, 0.7183])
+    """
+    r = logp_ref - logp
+    return torch.exp(r) - 1 - r
+
+
+def approx_kl(logp_new: Tensor, logp_old: Tensor, mask: Tensor) -> Tensor:
+    """How far the update moved the policy: masked mean of k3 between old and new (cleanrl)."""
+    log_ratio = (logp_new - logp_old).detach()
+    return masked_mean(torch.exp(log_ratio) - 1 - log_ratio, mask)
+
+
+def ppo_loss(logprobs: Tensor, old_logprobs: Tensor, ref_logprobs: Tensor, advantages: Tensor,
+             loss_mask: Tensor, *, clip_eps: float, kl_coef: float,
+             entropy: Tensor | None = None, values: Tensor | None = None,
+             returns: Tensor | None = None, value_coef: float = 0.0,
+             ) -> tuple[Tensor, dict[str, float]]:
+    """The PPO objective on one micro-batch (a token mean over ``loss_mask``) and its stats.
+
+    ``loss = pg_loss + kl_coef * kl_ref + value_coef * value_loss``; entropy is logged only.
+    """
+    # 1. Clipped surrogate on the trained tokens.                        # (B, T) -> ()
+    pg_loss, clip_fraction = clipped_surrogate(logprobs, old_logprobs, advantages, loss_mask,
+                                               clip_eps)
+    # 2. KL penalty to the reference policy (adapters disabled), k3 per token.
+    kl_ref = masked_mean(kl_k3(logprobs, ref_logprobs), loss_mask)       # ()
+    loss = pg_loss + kl_coef * kl_ref
+    stats: dict[str, Any] = {"pg_loss": pg_loss, "kl_ref": kl_ref, "clip_fraction": clip_fraction,
+                             "approx_kl": approx_kl(logprobs, old_logprobs, loss_mask)}
+    # 3. Value loss (GAE only): regress values onto the rollout returns.
+    if values is not None:
+        if returns is None:
+            raise ValueError("ppo_loss: values given without returns")
+        value_loss = 0.5 * masked_mean((values - returns) ** 2, loss_mask)
+        loss = loss + value_coef * value_loss
+        stats["value_loss"] = value_loss
+    # 4. Entropy of the trained tokens, for logging (a collapsing policy shows here first).
+    if entropy is not None:
+        stats["entropy"] = masked_mean(entropy, loss_mask)
+    stats["ratio"] = masked_mean(torch.exp(logprobs - old_logprobs), loss_mask)
+    stats["loss"] = loss
+    return loss, {k: float(v.detach()) for k, v in stats.items()}
+
+
+# --- the update ----------------------------------------------------------------------------
+class ValueHead(nn.Module):
+    """Hidden states ``(B, T, H)`` -> values ``(B, T)``; zero-initialised (values start at 0)."""
+
+    def __init__(self, hidden_size: int):
+        super().__init__()
+        self.proj = nn.Linear(hidden_size, 1)
+        nn.init.zeros_(self.proj.weight)
+        nn.init.zeros_(self.proj.bias)
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        return self.proj(hidden_states).squeeze(-1)
+
+
+def make_optimizer(params: Iterable[nn.Parameter], cfg: PPOConfig) -> torch.optim.AdamW:
+    """AdamW over the trainable parameters (the LoRA adapters, plus a value head for GAE)."""
+    trainable = [p for p in params if p.requires_grad]
+    if not trainable:
+        raise ValueError("make_optimizer: no parameter requires grad (are the adapters on?)")
+    return torch.optim.AdamW(trainable, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+
+
+def _micro_batches(batch: Mapping[str, Any], size: int) -> list[dict[str, Any]]:
+    """Row slices of every tensor with the batch's leading dimension; other values as they are."""
+    B = batch["loss_mask"].shape[0]
+    return [{k: v[i:i + size] if isinstance(v, Tensor) and v.dim() and v.shape[0] == B else v
+             for k, v in batch.items()} for i in range(0, B, size)]
+
+
+def ppo_update(policy_logprobs_fn: PolicyFn, params: Iterable[nn.Parameter],
+               optimizer: torch.optim.Optimizer, batch: Mapping[str, Any], cfg: PPOConfig,
+               ref_logprobs: Tensor) -> dict[str, float]:
+    """One PPO update of one role on one step's rollouts; returns stats for ``ppo/*`` metrics.
+
+    ``batch`` holds ``loss_mask (B, T)`` and either ``scores (B,)`` (the weighted rewards;
+    ``group_ids (B,)`` as well in group mode) or precomputed ``advantages`` ((B,) or (B, T);
+    group mode; the caller then masks dead groups itself). ``old_logprobs (B, T)`` is
+    optional (computed in step 1 when absent). Every other entry (``input_ids``,
+    ``attention_mask``...) is sliced into micro-batches and handed to ``policy_logprobs_fn``
+    untouched, which must ignore keys it does not know.
+    ``ref_logprobs (B, T)`` are the reference policy's log-probs of the same tokens.
+    """
+    gae_mode = cfg.advantage == "gae"
+    need = ("loss_mask", "scores") if gae_mode else (
+        ("loss_mask", "advantages") if "advantages" in batch else
+        ("loss_mask", "scores", "group_ids"))
+    missing = [k for k in need if k not in batch]
+    if missing:
+        raise ValueError(f"ppo_update (advantage={cfg.advantage!r}): batch lacks {missing}; "
+                         f"it has {sorted(batch)}")
+    params = [p for p in params if p.requires_grad]
+    batch = dict(batch, ref_logprobs=ref_logprobs)
+    loss_mask = batch["loss_mask"].to(ref_logprobs.dtype)                 # (B, T)
+    B = loss_mask.shape[0]
+    stats: dict[str, float] = {"n_samples": float(B)}
+
+    # 1. Rollout-time log-probs (and values for GAE) of the sampled tokens, without grad.
+    if "old_logprobs" not in batch or gae_mode:
+        old_lp, old_v = [], []
+        with torch.no_grad():
+            for mb in _micro_batches(batch, cfg.micro_batch_size):
+                logprobs, _, values = policy_logprobs_fn(mb)
+                if gae_mode and values is None:
+                    raise ValueError("ppo.advantage='gae' needs values from policy_logprobs_fn")
+                old_lp.append(logprobs)
+                old_v.append(values)
+        batch.setdefault("old_logprobs", torch.cat(old_lp).detach())      # (B, T)
+
+    # 2. Advantages.
+    if gae_mode:
+        old_values = torch.cat(old_v).detach()                             # (B, T)
+        rewards = place_terminal_reward(batch["scores"].to(old_values.dtype), loss_mask)
+        advantages, returns = gae(rewards, old_values, loss_mask, cfg.gamma, cfg.lam)
+        batch["advantages"] = masked_whiten(advantages, loss_mask)        # (B, T)
+        batch["returns"] = returns                                         # (B, T)
+    elif "advantages" not in batch:
+        advantages, live = group_advantages(batch["scores"], batch["group_ids"])  # (B,), (B,)
+        batch["advantages"] = advantages
+        loss_mask = loss_mask * live[:, None].to(loss_mask.dtype)          # dead groups: off
+        stats["dead_sample_fraction"] = float(1 - live.float().mean())
+    batch["loss_mask"] = loss_mask
+
+    # 3. Nothing to learn from (every group dead, or no trained token): no step at all, so
+    #    weight decay and Adam state do not move the adapters either.
+    n_tokens = float(loss_mask.sum())
+    stats["n_tokens"] = n_tokens
+    if n_tokens == 0:
+        return stats | {"skipped": 1.0}
+
+    # 4. Epochs over micro-batches, accumulating the gradient of the batch's token mean:
+    #    each micro-batch's mean is weighted by its share of the trained tokens.
+    sums: dict[str, float] = {}
+    grad_norms = []
+    for _ in range(cfg.epochs):
+        optimizer.zero_grad(set_to_none=True)
+        for mb in _micro_batches(batch, cfg.micro_batch_size):
+            share = float(mb["loss_mask"].sum()) / n_tokens
+            if share == 0:
+                continue
+            logprobs, entropy, values = policy_logprobs_fn(mb)             # (b, T) each
+            loss, mb_stats = ppo_loss(
+                logprobs, mb["old_logprobs"], mb["ref_logprobs"], mb["advantages"],
+                mb["loss_mask"], clip_eps=cfg.clip_epsilon, kl_coef=cfg.kl_coef,
+                entropy=entropy, values=values if gae_mode else None,
+                returns=mb.get("returns"), value_coef=cfg.value_coef)
+            (loss * share).backward()
+            for k, v in mb_stats.items():
+                sums[k] = sums.get(k, 0.0) + v * share / cfg.epochs
+        # 5. Clip the accumulated gradient (report its norm before clipping) and step.
+        grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)))
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return stats | sums | {"grad_norm": sum(grad_norms) / len(grad_norms), "skipped": 0.0}

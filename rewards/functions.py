@@ -1,0 +1,232 @@
+"""Reward functions: plain functions over one sample's execution results, chosen by name.
+
+Every function has the signature ``fn(outcome: SampleOutcome, cfg: RewardConfig) -> float``
+and is registered under the name ``configs/schema.py`` uses, so a YAML file picks rewards and
+weights (``rewards.generator: {pass_rate: 1.0}``) without code changes (open-r1's pattern).
+:func:`compute_rewards` applies the weights and returns every component for the rewards table.
+
+Conventions shared by all rewards (``DESIGN.md``, *Rewards*):
+
+* A test is **valid** when the reference solution passes it. Invalid tests never count
+  against the generator, and duplicates count once (``TestVerdict.duplicate``).
+* Only discriminator-origin tests count for discriminator rewards; baseline failures are not
+  the discriminator's doing.
+* Validity divides by ``max(n_tests, cfg.validity_floor)`` so that emitting one or two trivial
+  (valid, toothless) tests does not earn full validity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from configs.schema import RewardConfig
+from rewards.outcome import SampleOutcome, TestVerdict
+
+RewardFn = Callable[[SampleOutcome, RewardConfig], float]
+
+
+def _v(origin: str = "discriminator", valid: bool = True, passed: bool = True,
+       kills: tuple[bool, ...] = (), duplicate: bool = False, status: str = "") -> TestVerdict:
+    """A terse verdict for the doctests below."""
+    return TestVerdict(test_key=f"t{id(object())}", origin=origin,
+                       stage=0 if origin == "baseline" else 1, duplicate=duplicate,
+                       valid=valid, candidate_status=status or ("passed" if passed else "failed"),
+                       mutants_killed=kills)
+
+
+# --- components --------------------------------------------------------------------------
+def generator_pass_rate(outcome: SampleOutcome, cfg: RewardConfig) -> float:
+    """Share of valid, deduplicated tests (baseline + discriminator) the final code passes.
+
+    No code, or every test timed out: 0. No test to judge by: ``cfg.neutral``.
+    """
+    if not outcome.code_ok:
+        return 0.0
+    tests = outcome.generator_tests
+    if not tests:
+        return cfg.neutral
+    # All timeouts already score 0 here (a timeout is not a pass); the seed names it
+    # explicitly, so the test suite pins it too.
+    return sum(t.passed for t in tests) / len(tests)
+
+
+def validity(outcome: SampleOutcome, cfg: RewardConfig) -> float:
+    """Valid discriminator tests over ``max(n_discriminator_tests, validity_floor)``."""
+    tests = outcome.discriminator_tests
+    n_valid = sum(t.valid for t in tests)
+    return n_valid / max(len(tests), cfg.validity_floor)
+
+
+def bug_catch(outcome: SampleOutcome, cfg: RewardConfig) -> float:
+    """Share of the valid discriminator tests that the final code fails (0 with none)."""
+    valid = outcome.valid_discriminator_tests
+    return sum(not t.passed for t in valid) / len(valid) if valid else 0.0
+
+
+# --- generator rewards -------------------------------------------------------------------
+def pass_rate(outcome: SampleOutcome, cfg: RewardConfig) -> float:
+    """Generator: pass rate over valid tests (seed ``training/reward.py``), in [0, 1].
+
+    >>> cfg = RewardConfig()
+    >>> pass_rate(SampleOutcome(True, (_v(passed=True), _v(passed=False),
+    ...                                _v(valid=False, passed=False))), cfg)  # invalid ignored
+    0.5
+    >>> pass_rate(SampleOutcome(True, (_v("baseline"), _v(passed=False, duplicate=True))), cfg)
+    1.0
+    >>> pass_rate(SampleOutcome(True, (_v(status="timeout"), _v(status="timeout"))), cfg)
+    0.0
+    >>> pass_rate(SampleOutcome(False, (_v(),)), cfg), pass_rate(SampleOutcome(True, ()), cfg)
+    (0.0, 0.5)
+    """
+    return generator_pass_rate(outcome, cfg)
+
+
+def shifted_pass_rate(outcome: SampleOutcome, cfg: RewardConfig) -> float:
+    """Generator: the seed README's ``pass_rate - 0.5``, in [-0.5, 0.5].
+
+    The shift keeps a non-zero signal at 0% pass rate when rewards are used without a
+    baseline (group advantages subtract the group mean anyway).
+
+    >>> cfg = RewardConfig()
+    >>> shifted_pass_rate(SampleOutcome(True, (_v(passed=False), _v(), _v(), _v())), cfg)
+    0.25
+    >>> shifted_pass_rate(SampleOutcome(False, ()), cfg)  # no code
+    -0.5
+    >>> shifted_pass_rate(SampleOutcome(True, ()), cfg)  # no tests: neutral, shifted
+    0.0
+    """
+    return generator_pass_rate(outcome, cfg) - 0.5
+
+
+# --- discriminator rewards ---------------------------------------------------------------
+def adversarial_validity(outcome: SampleOutcome, cfg: RewardConfig) -> float:
+    """Discriminator: the seed's ``(1 - pass_rate_on_valid) * validity``, in [0, 1].
+
+    ``1 - pass_rate_on_valid`` is :func:`bug_catch` over the discriminator's valid tests.
+
+    >>> cfg = RewardConfig(validity_floor=3)
+    >>> tests = (_v(passed=False), _v(), _v(), _v(valid=False, passed=False))
+    >>> adversarial_validity(SampleOutcome(True, tests), cfg)  # (1 - 2/3) * 3/4
+    0.25
+    >>> adversarial_validity(SampleOutcome(True, (_v(passed=False),)), cfg)  # floor: 1/3
+    0.3333333333333333
+    >>> adversarial_validity(SampleOutcome(True, (_v("baseline", passed=False),)), cfg)
+    0.0
+    """
+    return bug_catch(outcome, cfg) * validity(outcome, cfg)
+
+
+def valid_invalid_bugcatch(outcome: SampleOutcome, cfg: RewardConfig) -> float:
+    """Discriminator: the seed README's ``0.4*valid - 0.6*invalid + 0.6*bug_catch``, clamped
+    to [-1, 1].
+
+    ``valid`` and ``invalid`` are shares of the discriminator's deduplicated tests, both over
+    the same floored denominator as :func:`validity`; ``bug_catch`` is the share of its valid
+    tests the final code fails. No discriminator test scores 0. The clamp is the README's;
+    since ``valid + invalid <= 1`` the raw value already lies in [-0.6, 1].
+
+    >>> cfg = RewardConfig(validity_floor=1)
+    >>> tests = (_v(passed=False), _v(), _v(valid=False), _v(valid=False))
+    >>> round(valid_invalid_bugcatch(SampleOutcome(True, tests), cfg), 6)  # .2 - .3 + .3
+    0.2
+    >>> valid_invalid_bugcatch(SampleOutcome(True, (_v(valid=False),) * 2), cfg)
+    -0.6
+    >>> valid_invalid_bugcatch(SampleOutcome(True, ()), cfg)
+    0.0
+    """
+    tests = outcome.discriminator_tests
+    if not tests:
+        return 0.0
+    denom = max(len(tests), cfg.validity_floor)
+    n_valid = sum(t.valid for t in tests)
+    raw = 0.4 * n_valid / denom - 0.6 * (len(tests) - n_valid) / denom \
+        + 0.6 * bug_catch(outcome, cfg)
+    return min(1.0, max(-1.0, raw))
+
+
+def mutation_kill(outcome: SampleOutcome, cfg: RewardConfig) -> float:
+    """Discriminator: share of reference mutants killed by at least one valid discriminator
+    test, in [0, 1]; 0 when there are no mutants.
+
+    It keeps a signal when the generator passes everything: strong tests still separate the
+    reference from its near-miss mutants.
+
+    >>> cfg = RewardConfig()
+    >>> tests = (_v(kills=(True, False, False)), _v(kills=(True, True, False)),
+    ...          _v(valid=False, kills=(True, True, True)),        # invalid: ignored
+    ...          _v("baseline", kills=(False, False, True)))       # baseline: ignored
+    >>> round(mutation_kill(SampleOutcome(True, tests, n_mutants=3), cfg), 6)
+    0.666667
+    """
+    if outcome.n_mutants == 0:
+        return 0.0
+    killed = [any(t.killed(m) for t in outcome.valid_discriminator_tests)
+              for m in range(outcome.n_mutants)]
+    return sum(killed) / outcome.n_mutants
+
+
+GENERATOR_REWARDS: dict[str, RewardFn] = {
+    "pass_rate": pass_rate,
+    "shifted_pass_rate": shifted_pass_rate,
+}
+DISCRIMINATOR_REWARDS: dict[str, RewardFn] = {
+    "adversarial_validity": adversarial_validity,
+    "valid_invalid_bugcatch": valid_invalid_bugcatch,
+    "mutation_kill": mutation_kill,
+}
+
+
+@dataclass(frozen=True)
+class RewardBreakdown:
+    """Weighted totals for both roles and every component, flat, for the rewards table."""
+
+    generator: float
+    discriminator: float
+    components: dict[str, float] = field(default_factory=dict)
+
+
+def compute_rewards(outcome: SampleOutcome, cfg: RewardConfig) -> RewardBreakdown:
+    """Weighted generator and discriminator rewards of one sample, plus every component.
+
+    ``components`` always has the same keys whatever the config selects (counts, shares and
+    the raw value of every registered reward as ``reward/<name>``), so table columns and
+    metric names do not change between runs.
+
+    >>> cfg = RewardConfig(generator={"pass_rate": 1.0},
+    ...                    discriminator={"adversarial_validity": 1.0, "mutation_kill": 0.5})
+    >>> out = SampleOutcome(True, (_v("baseline"), _v(passed=False, kills=(True, False)),
+    ...                            _v(kills=(False, False)), _v(kills=(False, False))), 2)
+    >>> r = compute_rewards(out, cfg)
+    >>> r.generator, round(r.discriminator, 6)  # 3/4; (1/3 * 3/3) + 0.5 * 1/2
+    (0.75, 0.583333)
+    >>> r.components["n_valid"], r.components["reward/mutation_kill"]
+    (3.0, 0.5)
+    """
+    raw = {name: fn(outcome, cfg) for name, fn in GENERATOR_REWARDS.items()}
+    raw |= {name: fn(outcome, cfg) for name, fn in DISCRIMINATOR_REWARDS.items()}
+    disc = outcome.discriminator_tests
+    n_valid = sum(t.valid for t in disc)
+    gen_tests = outcome.generator_tests
+    components = {
+        "code_ok": float(outcome.code_ok),
+        "n_tests": float(len(gen_tests)),
+        "n_passed": float(sum(t.passed for t in gen_tests) if outcome.code_ok else 0),
+        "pass_rate": generator_pass_rate(outcome, cfg),
+        "all_timeouts": float(outcome.all_timeouts),
+        "n_disc_tests": float(len(disc)),
+        "n_valid": float(n_valid),
+        "n_invalid": float(len(disc) - n_valid),
+        "n_duplicates": float(sum(t.duplicate for t in outcome.tests)),
+        "validity": validity(outcome, cfg),
+        "bug_catch": bug_catch(outcome, cfg),
+        "mutation_kill": mutation_kill(outcome, cfg),
+        "n_mutants": float(outcome.n_mutants),
+    }
+    components |= {f"reward/{name}": float(value) for name, value in raw.items()}
+    generator = sum(w * raw[name] for name, w in cfg.generator.items())
+    discriminator = sum(w * raw[name] for name, w in cfg.discriminator.items())
+    components["generator_reward"] = generator
+    components["discriminator_reward"] = discriminator
+    return RewardBreakdown(generator=generator, discriminator=discriminator,
+                           components=components)

@@ -1,0 +1,116 @@
+"""What a step and a stage report: metrics to MLflow, Prefect artifacts, stage checkpoints.
+
+``step_metrics`` is a pure summary of a step's tables (namespaced keys, the MLflow convention
+of this project); the tasks log it, publish Prefect artifacts, and write a stage's checkpoint
+(both adapters, with optimizer state) to MLflow and the registry.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from tasks.runtime import RunContext
+from tasks.schedule import ROLES
+
+
+def _mean(values: list[float]) -> float:
+    return float(statistics.fmean(values)) if values else 0.0
+
+
+def step_metrics(rewards: list[dict[str, Any]], executions: list[dict[str, Any]],
+                 updates: list[dict[str, Any]], tests: list[dict[str, Any]]) -> dict[str, float]:
+    """Namespaced means of one step (``generator/*``, ``discriminator/*``, ``ppo/*``, ...)."""
+    m: dict[str, float] = {
+        "generator/reward": _mean([r["generator_reward"] for r in rewards]),
+        "generator/pass_rate": _mean([r["n_passed_valid"] / r["n_valid"] if r["n_valid"]
+                                      else 0.0 for r in rewards]),
+        "generator/baseline_pass_rate": _mean([r["n_baseline_passed"] / r["n_baseline"]
+                                               for r in rewards if r["n_baseline"]]),
+        "discriminator/reward": _mean([r["discriminator_reward"] for r in rewards]),
+        "discriminator/validity": _mean([r["validity"] for r in rewards]),
+        "discriminator/bug_catch": _mean([r["bug_catch"] for r in rewards]),
+        "discriminator/mutants_killed": _mean([r["n_mutants_killed"] / r["n_mutants"]
+                                               for r in rewards if r["n_mutants"]]),
+        "discriminator/valid_tests": _mean([r["n_valid"] for r in rewards]),
+        "rewards/generator_groups_skipped": _mean([r["generator_group_skipped"]
+                                                   for r in rewards]),
+        "rewards/discriminator_groups_skipped": _mean([r["discriminator_group_skipped"]
+                                                       for r in rewards]),
+    }
+    kept = [t for t in tests if t["origin"] == "discriminator"]
+    m["tests/parsed"] = float(sum(t["parse_status"] == "ok" for t in kept))
+    m["tests/dropped"] = float(sum(t["parse_status"] == "dropped" for t in kept))
+    m["tests/duplicates"] = float(sum(t["is_duplicate"] for t in kept))
+    cand = [e for e in executions if e["target_kind"] == "candidate"]
+    m["sandbox/executions"] = float(len(executions))
+    m["sandbox/timeouts"] = float(sum(e["status"] == "timeout" for e in executions))
+    m["sandbox/candidate_errors"] = float(sum(e["status"] == "error" for e in cand))
+    m["sandbox/no_code"] = float(sum(e["status"] == "not_run" for e in cand))
+    m["sandbox/seconds"] = float(sum(e["duration_s"] for e in executions))
+    for u in updates:
+        for key in ("loss", "approx_kl", "clip_fraction", "entropy", "grad_norm"):
+            if u.get(key) is not None:
+                m[f"ppo/{key}"] = float(u[key])
+        m["ppo/n_tokens"] = float(u["n_tokens"])
+        m["ppo/seconds"] = float(u["duration_s"])
+    return m
+
+
+@task(name="log-step", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2)
+def log_step(ctx: RunContext, step: int, stage: int, role: str) -> dict[str, float]:
+    """Metrics of a completed step to MLflow (one batched call) and a Prefect table artifact."""
+    from prefect.artifacts import create_table_artifact
+
+    read = ctx.store.read_table
+    metrics = step_metrics(read("rewards", step=step).to_pylist(),
+                           read("executions", step=step).to_pylist(),
+                           read("updates", step=step).to_pylist(),
+                           read("tests", step=step).to_pylist())
+    metrics["schedule/stage"] = float(stage)
+    if ctx.tracker is not None and ctx.mlflow_run_id:
+        ctx.tracker.log_metrics(ctx.mlflow_run_id, metrics, step=step)
+    rows = read("rewards", step=step).to_pylist()
+    create_table_artifact(
+        [{"problem": r["problem_id"], "sample": r["sample_idx"],
+          "generator_reward": round(r["generator_reward"], 3),
+          "discriminator_reward": round(r["discriminator_reward"], 3),
+          "validity": round(r["validity"], 3), "valid_tests": r["n_valid"],
+          "baseline_passed": f"{r['n_baseline_passed']}/{r['n_baseline']}"} for r in rows],
+        key=f"{ctx.run_id.lower().replace('_', '-')}-step-{step}",
+        description=f"Step {step}: stage {stage}, {role} update")
+    return metrics
+
+
+@task(name="checkpoint-stage", cache_policy=NO_CACHE)
+def checkpoint_stage(ctx: RunContext, step: int, stage: int,
+                     metrics: dict[str, float]) -> list[dict[str, Any]]:
+    """Both adapters (+ optimizer state) to MLflow; register versions, move the aliases."""
+    if ctx.tracker is None or not ctx.mlflow_run_id:
+        return []
+    ckpt_metrics = {"generator_reward": metrics.get("generator/reward", 0.0),
+                    "test_validity": metrics.get("discriminator/validity", 0.0),
+                    "discriminator_reward": metrics.get("discriminator/reward", 0.0)}
+    out = []
+    tracking = ctx.cfg.tracking
+    names = {"generator": tracking.generator_registry_name,
+             "discriminator": tracking.discriminator_registry_name}
+    bases = {"generator": ctx.cfg.model.generator,
+             "discriminator": ctx.cfg.model.discriminator_base}
+    folder = ctx.state_dir / f"step={step:06d}"
+    for role in ROLES:
+        ckpt = ctx.tracker.save_checkpoint(
+            ctx.mlflow_run_id, role, step, stage, str(folder / role), ckpt_metrics,
+            optimizer_state=ctx.optimizers[role].state_dict(),
+            extra={"run_id": ctx.run_id, "adapter_version": ctx.policies.adapter_version(role)})
+        entry = {"role": role, "step": step, "stage": stage, "score": ckpt.score}
+        if tracking.register_models:
+            version = ctx.tracker.register_checkpoint(ctx.mlflow_run_id, ckpt, names[role],
+                                                      bases[role], ctx.cfg.model.dtype)
+            entry |= {"model": version.name, "version": version.version,
+                      "aliases": list(version.aliases)}
+        out.append(entry)
+    return out

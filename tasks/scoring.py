@@ -1,0 +1,115 @@
+"""Rewards of one step, from execution only.
+
+``outcomes_from_rows`` turns the executions and tests tables into one ``SampleOutcome`` per
+sample; ``reward_rows`` scores them with the configured reward registry and marks problems
+whose samples all scored the same (no signal: the update skips them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from artifacts.store import Pointer
+from configs.schema import RewardConfig
+from rewards import SampleOutcome, TestVerdict, compute_rewards, group_signal, normalise_test
+from tasks.runtime import RunContext
+
+SampleKey = tuple[str, int]
+
+
+def outcomes_from_rows(tests: Iterable[dict[str, Any]], executions: Iterable[dict[str, Any]],
+                       samples: list[SampleKey]) -> dict[SampleKey, SampleOutcome]:
+    """Join tests (kept ones, duplicates included) with their executions per sample."""
+    status: dict[tuple[str, int, str, str], str] = {}
+    n_mutants: dict[str, set[str]] = {}
+    code_ok: dict[SampleKey, bool] = {}
+    for e in executions:
+        key = (e["problem_id"], e["sample_idx"])
+        status[(*key, e["test_id"], e["target_id"])] = e["status"]
+        if e["target_kind"] == "mutant":
+            n_mutants.setdefault(e["problem_id"], set()).add(e["target_id"])
+        if e["target_kind"] == "candidate":
+            code_ok[key] = code_ok.get(key, True) and e["status"] != "not_run"
+    by_sample: dict[SampleKey, list[dict[str, Any]]] = {}
+    for t in tests:
+        if t["parse_status"] == "ok":
+            by_sample.setdefault((t["problem_id"], t["sample_idx"]), []).append(t)
+    out = {}
+    for key in samples:
+        mutant_ids = sorted(n_mutants.get(key[0], ()), key=lambda m: int(m[1:]))
+        verdicts = []
+        rows = sorted(by_sample.get(key, []), key=lambda r: (r["stage"], r["test_idx"]))
+        for t in rows:
+            tid = t["test_id"]
+            if t["is_duplicate"]:  # not executed: it counts once, through its first copy
+                verdicts.append(TestVerdict(normalise_test(t["snippet"]), t["origin"],
+                                            int(t["stage"]), True, False, "duplicate"))
+                continue
+            killed = tuple(status.get((*key, tid, m), "passed") != "passed" for m in mutant_ids)
+            verdicts.append(TestVerdict(
+                test_key=normalise_test(t["snippet"]), origin=t["origin"], stage=int(t["stage"]),
+                duplicate=False, valid=status.get((*key, tid, "reference")) == "passed",
+                candidate_status=status.get((*key, tid, "candidate"), "not_run"),
+                mutants_killed=killed if t["origin"] == "discriminator" and mutant_ids else ()))
+        out[key] = SampleOutcome(code_ok=code_ok.get(key, False), tests=tuple(verdicts),
+                                 n_mutants=len(mutant_ids))
+    return out
+
+
+def reward_rows(outcomes: dict[SampleKey, SampleOutcome], cfg: RewardConfig,
+                training_stage: int) -> list[dict[str, Any]]:
+    """One rewards row per sample, with every component and the no-signal flags."""
+    keys = list(outcomes)
+    scored = {k: compute_rewards(outcomes[k], cfg) for k in keys}
+    groups = [k[0] for k in keys]
+    gen_live = group_signal([scored[k].generator for k in keys], groups).mask
+    disc_live = group_signal([scored[k].discriminator for k in keys], groups).mask
+    def used(c: dict[str, float], name: str, weights: dict[str, float]) -> float | None:
+        return c[f"reward/{name}"] if name in weights else None  # null: not configured
+
+    rows = []
+    for i, key in enumerate(keys):
+        c, o = scored[key].components, outcomes[key]
+        baseline = [t for t in o.tests if t.origin == "baseline"]
+        valid_disc = o.valid_discriminator_tests
+
+        rows.append({
+            "stage": training_stage, "problem_id": key[0], "sample_idx": key[1],
+            "generator_reward": scored[key].generator,
+            "discriminator_reward": scored[key].discriminator,
+            "pass_rate": used(c, "pass_rate", cfg.generator),
+            "shifted_pass_rate": used(c, "shifted_pass_rate", cfg.generator),
+            "adversarial_validity": used(c, "adversarial_validity", cfg.discriminator),
+            "valid_invalid_bugcatch": used(c, "valid_invalid_bugcatch", cfg.discriminator),
+            "mutation_kill": used(c, "mutation_kill", cfg.discriminator),
+            "validity": c["validity"], "bug_catch": c["bug_catch"],
+            "n_tests": int(c["n_tests"]), "n_valid": int(c["n_valid"]),
+            "n_invalid": int(c["n_invalid"]), "n_duplicates": int(c["n_duplicates"]),
+            "n_passed_valid": sum(t.passed for t in valid_disc),
+            "n_baseline": len(baseline),
+            "n_baseline_passed": sum(t.passed for t in baseline),
+            "n_mutants": o.n_mutants,
+            "n_mutants_killed": sum(any(t.killed(m) for t in valid_disc)
+                                    for m in range(o.n_mutants)),
+            "generator_group_skipped": not gen_live[i],
+            "discriminator_group_skipped": not disc_live[i],
+        })
+    return rows
+
+
+@task(name="rewards", cache_policy=NO_CACHE)
+def score(ctx: RunContext, step: int, training_stage: int) -> Pointer:
+    """Per-sample generator and discriminator rewards -> ``rewards/part-all``."""
+    from tasks.rollout import step_samples
+
+    store = ctx.store
+    tests = store.read_table("tests", step=step).to_pylist()
+    executions = store.read_table("executions", step=step).to_pylist()
+    samples = [(p.id, j) for p, j in step_samples(ctx, step)]
+    outcomes = outcomes_from_rows(tests, executions, samples)
+    return store.write("rewards", step, "all", reward_rows(outcomes, ctx.cfg.rewards,
+                                                           training_stage))

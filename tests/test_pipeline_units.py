@@ -1,0 +1,140 @@
+"""The training tasks' pure functions, without Prefect, models or a sandbox."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from configs import RewardConfig, ScheduleConfig
+from problems import load_problems
+from rewards import Mutant
+from tasks.execution import NOT_RUN, Suite, execution_rows, plan_jobs
+from tasks.rollout import baseline_rows, parsed_test_rows
+from tasks.schedule import plan, step_items
+from tasks.scoring import outcomes_from_rows, reward_rows
+from tasks.update import build_batch
+
+
+@dataclass
+class FakeOutcome:
+    status: str
+    message: str = ""
+    duration_s: float = 0.01
+
+
+@dataclass
+class FakeResult:
+    outcomes: list
+    isolation: str = "fake"
+
+
+@pytest.fixture(scope="module")
+def add():
+    return next(p for p in load_problems("demo") if p.id == "add")
+
+
+def test_schedule_is_n_plus_n_plus_k_per_stage() -> None:
+    steps = plan(ScheduleConfig(2, 3, 3, (1, 4)))
+    assert len(steps) == 16
+    stage1 = [(s.role, s.phase) for s in steps if s.stage == 1]
+    assert stage1 == [("discriminator", "discriminator")] * 2 + [("generator", "generator")] * 3 \
+        + [("generator", "alternating"), ("discriminator", "alternating"),
+           ("generator", "alternating")]
+    assert [s.step for s in steps] == list(range(1, 17))
+    assert {s.stage for s in steps[8:]} == {4}
+    assert step_items([1, 2, 3], 2, 5) == [1, 2, 3]  # never more than there are
+
+
+def test_tests_are_parsed_deduplicated_and_accumulated(add) -> None:
+    seen: dict = {}
+    samples = [(add, 0), (add, 1)]
+    first = parsed_test_rows(samples, ["assert add(1, 1) == 2\nassert add(1,1)==2\nnot python (",
+                                "```python\nassert add(0, 0) == 0\n```"], 1, seen)
+    ok = [r for r in first if r["parse_status"] == "ok" and not r["is_duplicate"]]
+    assert [(r["sample_idx"], r["snippet"]) for r in ok] == [
+        (0, "assert add(1, 1) == 2"), (1, "assert add(0, 0) == 0")]
+    assert all(r["drop_reason"] for r in first if r["parse_status"] == "dropped")
+    second = parsed_test_rows(samples, ["assert add(1, 1) == 2\nassert add(2, 2) == 4", ""], 2,
+                              seen)
+    dup = [r for r in second if r["is_duplicate"]]
+    assert len(dup) == 1 and dup[0]["duplicate_of"] == "s1.0"  # same test, earlier stage
+    assert [r["test_id"] for r in baseline_rows([(add, 0)])] == [
+        f"b.{i}" for i in range(len(add.baseline_tests))]
+
+
+def _suite(add, j: int, code: str | None, snippets: list[str]) -> Suite:
+    tests = [{"test_id": f"s1.{i}", "snippet": s, "stage": 1, "origin": "discriminator",
+              "test_idx": i} for i, s in enumerate(snippets)]
+    tests.append({"test_id": "b.0", "snippet": add.baseline_tests[0], "stage": 0,
+                  "origin": "baseline", "test_idx": 0})
+    return Suite(add, j, code, "no fenced code" if code is None else "", tests)
+
+
+def test_execution_plan_deduplicates_shared_work(add) -> None:
+    suites = [_suite(add, 0, "def add(a, b):\n    return a + b", ["assert add(1, 1) == 2"]),
+              _suite(add, 1, "def add(a, b):\n    return a - b", ["assert add(1, 1) == 2"]),
+              _suite(add, 2, None, ["assert add(2, 2) == 5"])]
+    mutants = {"add": [Mutant("def add(a, b):\n    return a - b", "+ -> -", "arith")]}
+    plan = plan_jobs(suites, mutants)
+    kinds = [t[0] for t in plan.targets]
+    # two candidates with code, one reference and one mutant run for the whole problem
+    assert kinds == ["candidate", "candidate", "reference", "mutant"]
+    assert len(plan.jobs[2][1]) == 3  # the reference runs each distinct test once
+    assert len(plan.jobs[3][1]) == 2  # mutants only face discriminator tests
+
+    def fake(jobs):
+        out = []
+        for code, tests in jobs:
+            ns: dict = {}
+            exec(code, ns)
+            statuses = []
+            for t in tests:
+                try:
+                    exec(t, dict(ns))
+                    statuses.append(FakeOutcome("passed"))
+                except AssertionError:
+                    statuses.append(FakeOutcome("failed"))
+            out.append(FakeResult(statuses))
+        return out
+
+    rows = execution_rows(suites, plan, fake(plan.jobs), mutants)
+    by = {(r["sample_idx"], r["test_id"], r["target_id"]): r["status"] for r in rows}
+    assert by[(0, "s1.0", "candidate")] == "passed"
+    assert by[(1, "s1.0", "candidate")] == "failed"
+    assert by[(2, "s1.0", "candidate")] == NOT_RUN  # no code: recorded, not executed
+    assert by[(2, "s1.0", "reference")] == "failed"  # add(2, 2) == 5 is an invalid test
+    assert by[(0, "s1.0", "m0")] == "failed"          # the valid test kills the mutant
+    assert (0, "b.0", "m0") not in by                  # baseline tests earn no kill credit
+    assert {r["isolation"] for r in rows if r["status"] != NOT_RUN} == {"fake"}
+
+    tests = [dict(t, problem_id="add", sample_idx=s.sample_idx, parse_status="ok",
+                  is_duplicate=False) for s in suites for t in s.tests]
+    outcomes = outcomes_from_rows(tests, rows, [("add", 0), ("add", 1), ("add", 2)])
+    assert outcomes[("add", 0)].code_ok and not outcomes[("add", 2)].code_ok
+    cfg = RewardConfig(generator={"pass_rate": 1.0}, discriminator={"adversarial_validity": 1.0})
+    rewards = reward_rows(outcomes, cfg, training_stage=1)
+    gen = [r["generator_reward"] for r in rewards]
+    assert gen == [1.0, 0.0, 0.0]       # correct code passes every valid test; no code gets 0
+    assert rewards[2]["n_invalid"] == 1 and rewards[0]["n_valid"] == 1
+    assert rewards[0]["n_mutants_killed"] == 1
+    assert not any(r["generator_group_skipped"] for r in rewards)  # rewards differ: signal
+    assert rewards[0]["valid_invalid_bugcatch"] is None  # not configured: null, not 0
+
+
+def test_update_batch_scores_the_trained_stage_tokens() -> None:
+    chains = [{"problem_id": p, "sample_idx": j, "prompt_token_ids": [1, 2],
+               "output_token_ids": list(range(n)), "output_logprobs": [-0.5] * n}
+              for p, j, n in (("a", 0, 3), ("a", 1, 1), ("b", 0, 2))]
+    rewards = [{"problem_id": p, "sample_idx": j, "generator_reward": r,
+                "discriminator_reward": -r} for p, j, r in (("a", 0, 1.0), ("a", 1, 0.0),
+                                                            ("b", 0, 0.5))]
+    batch = build_batch(chains, rewards, "generator")
+    assert batch["loss_mask"].tolist() == [[1, 1, 1], [1, 0, 0], [1, 1, 0]]
+    assert torch.equal(batch["group_ids"], torch.tensor([0, 0, 1]))
+    assert batch["scores"].tolist() == [1.0, 0.0, 0.5]
+    assert batch["old_logprobs"][1].tolist() == [-0.5, 0.0, 0.0]
+    assert build_batch(chains, rewards, "discriminator")["scores"].tolist() == [-1.0, 0.0, -0.5]
+    with pytest.raises(ValueError, match="no generator rollouts"):
+        build_batch(chains, [], "generator")

@@ -1,0 +1,112 @@
+"""The real training flow on a shrunk config: under Prefect's test harness, and killed mid-step
+in a subprocess then resumed with the same run id."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from artifacts import RunStore
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+
+
+def overrides(tiny_model_dir: Path, tmp: Path) -> list[str]:
+    # Shrunk for wall-clock time only: two training stages, one step per phase, two problems,
+    # two samples, short outputs. Everything else is the real pipeline.
+    return [f"model.generator={tiny_model_dir}", f"artifacts.root={tmp / 'runs'}",
+            f"tracking.tracking_uri=sqlite:///{tmp / 'mlflow.db'}",
+            "schedule.stages=[1, 2]", "schedule.n_discriminator_steps=1",
+            "schedule.n_generator_steps=1", "schedule.k_alternating=0",
+            "sampling.max_new_tokens=12", "sampling.samples_per_problem=2",
+            "problems.limit=2", "schedule.problems_per_step=2", "rewards.mutants_per_problem=2"]
+
+
+@pytest.fixture(scope="session")
+def prefect_harness():
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+def test_flow_trains_stage_by_stage_and_records_everything(prefect_harness, tiny_model_dir,
+                                                           tmp_path, monkeypatch):
+    from artifacts.tracking import Tracker
+    from flows.train import train
+
+    monkeypatch.chdir(tmp_path)  # nothing may be written to the caller's folder
+    summary = train(config=str(REPO / "configs/minimal.yaml"),
+                    overrides=overrides(tiny_model_dir, tmp_path), run_id="flow-test")
+    store = RunStore(str(tmp_path / "runs"), "flow-test")
+    assert store.complete_steps() == [1, 2, 3, 4] and store.incomplete_steps() == []
+    updates = store.read("updates")
+    assert list(zip(updates["stage"], updates["role"], strict=True)) == [
+        (1, "discriminator"), (1, "generator"), (2, "discriminator"), (2, "generator")]
+    chains = store.read("chains", step=1)
+    assert set(zip(chains["role"], chains["stage"], strict=True)) == {
+        (role, s) for role in ("generator", "discriminator") for s in range(1, 6)}
+    assert len(chains) == 2 * 5 * 2 * 2  # roles x stages x problems x samples
+    executions = store.read("executions", step=1)
+    assert {"candidate", "reference"} <= set(executions["target_kind"])
+    assert (executions["isolation"] != "").all()
+    rewards = store.read("rewards")
+    assert len(rewards) == 4 * 2 * 2 and rewards["generator_reward"].between(0, 1).all()
+    # each update starts from the adapter the previous update of that role left behind
+    for role in ("generator", "discriminator"):
+        rows = updates[updates["role"] == role]
+        assert list(rows["adapter_version_before"])[1:] == list(rows["adapter_version_after"])[:-1]
+
+    tracker = Tracker(summary["mlflow_tracking_uri"], "minimal")
+    run = tracker.client.get_run(summary["mlflow_run_id"])
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["adversarial.run_id"] == "flow-test"
+    for key in ("generator/reward", "discriminator/validity", "sandbox/timeouts"):
+        history = tracker.client.get_metric_history(run.info.run_id, key)
+        assert [m.step for m in history] == [1, 2, 3, 4], key
+    assert {c.step for c in tracker.list_checkpoints(run.info.run_id)} == {2, 4}
+    for name in summary["registered_models"]:
+        assert tracker.alias_version(name, "candidate") is not None
+        assert tracker.alias_version(name, "champion") is not None
+
+
+def test_killed_run_resumes_without_losing_or_repeating_a_step(tiny_model_dir, tmp_path):
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "flows.train", "--config", str(REPO / "configs/minimal.yaml"),
+           "--run-id", "resume-test"]
+    for item in overrides(tiny_model_dir, tmp_path):
+        cmd += ["--set", item]
+    store = RunStore(str(tmp_path / "runs"), "resume-test")
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:  # kill it in the middle of step 3: step 2 complete, some of step 3 written
+        deadline = time.monotonic() + 420
+        while time.monotonic() < deadline and proc.poll() is None:
+            if store.is_complete(2) and store.list_parts("chains", 3):
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, "the run ended before it could be killed"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert store.complete_steps() == [1, 2] and 3 in store.incomplete_steps()
+
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    assert "resuming after step 2" in done.stdout + done.stderr
+    assert store.complete_steps() == [1, 2, 3, 4]
+    updates = store.read("updates")
+    assert list(updates["step"]) == [1, 2, 3, 4]  # none lost, none done twice
+    for role in ("generator", "discriminator"):
+        rows = updates[updates["role"] == role]
+        assert list(rows["adapter_version_before"])[1:] == list(rows["adapter_version_after"])[:-1]

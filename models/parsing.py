@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from dataclasses import dataclass, field
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
@@ -63,8 +64,10 @@ def fenced_blocks(text: str) -> list[str]:
 
 def _parse(source: str) -> ast.Module | None:
     try:
-        module = ast.parse(source)
-        compile(module, "<generated>", "exec")  # catches e.g. 'return' outside a function
+        with warnings.catch_warnings():  # model output is full of "invalid decimal literal"
+            warnings.simplefilter("ignore", SyntaxWarning)
+            module = ast.parse(source)
+            compile(module, "<generated>", "exec")  # catches 'return' outside a function
         return module
     except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
         return None

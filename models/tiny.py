@@ -48,10 +48,12 @@ class TinySpec:
     num_kv_heads: int = 2
     intermediate_size: int = 128
     max_position_embeddings: int = 4096
-    embedding_std: float = 0.3
-    """Std of the (tied) embeddings. Qwen2's default 0.02 caps every logit near
-    ``|h| * |e| = sqrt(hidden) * 0.02 * sqrt(hidden) ~ 1.3`` after the final RMSNorm, so no
-    adapter could ever make the output distribution peaked: a tiny model would never learn."""
+    output_std: float = 0.3
+    """Std of the (untied) output head. Qwen2's default 0.02 caps every logit near
+    ``|h| * |w| = sqrt(hidden) * 0.02 * sqrt(hidden) ~ 1.3`` after the final RMSNorm, so no
+    adapter could ever make the output distribution peaked: a tiny model would never learn.
+    Untied, because a large tied embedding also sits in the residual stream and makes the
+    model repeat its input token with probability ~1."""
     seed: int = 0
 
 
@@ -118,7 +120,7 @@ def build_tiny_model(out: str | Path, spec: TinySpec = TinySpec()) -> Path:
         num_attention_heads=spec.num_heads,
         num_key_value_heads=spec.num_kv_heads,
         max_position_embeddings=spec.max_position_embeddings,
-        tie_word_embeddings=True,
+        tie_word_embeddings=False,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=None,
@@ -126,7 +128,7 @@ def build_tiny_model(out: str | Path, spec: TinySpec = TinySpec()) -> Path:
     torch.manual_seed(spec.seed)
     model = Qwen2ForCausalLM(config)
     with torch.no_grad():
-        model.get_input_embeddings().weight.normal_(0.0, spec.embedding_std)
+        model.get_output_embeddings().weight.normal_(0.0, spec.output_std)
     model.generation_config = GenerationConfig(
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
     model.save_pretrained(out)

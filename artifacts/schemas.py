@@ -182,8 +182,35 @@ UPDATES = TableSchema("updates", 1, (
 ), "One row per PPO update of one role's adapter (no problem_id/sample_idx: it spans a batch).",
     allowed={"role": ROLES})
 
+EVALUATIONS = TableSchema("evaluations", 1, (
+    *_KEYS,                                 # stage = 5 (the code stage); sample_idx per problem
+    _f("mode", _STR),                       # "chain" (five stages) or "direct" (code at once)
+    _f("model", _STR),                      # what was evaluated: registry alias, path or hub id
+    _f("passed", _BOOL),                    # the code passed every baseline test (pass@k)
+    _f("code_ok", _BOOL),                   # stage-5 output parsed to code defining the entry
+    _f("n_baseline", _I32),
+    _f("n_baseline_passed", _I32),
+    _f("generation_s", _F64),               # this sample's share of the batched generate calls
+    _f("code", _STR, True),
+    # Test-side columns: null for the direct baseline (no discriminator involved).
+    _f("n_parsed", _I32, True),             # discriminator tests parsed (duplicates included)
+    _f("n_tests", _I32, True),              # ... deduplicated
+    _f("n_dropped", _I32, True),            # unparsable test snippets
+    _f("n_valid", _I32, True),              # deduplicated tests the reference passes
+    _f("n_mutants", _I32, True),
+    _f("n_mutants_killed", _I32, True),
+    _f("n_distinct_inputs", _I32, True),    # distinct argument tuples passed to the entry point
+    _f("failure_rate", _F64, True),         # share of valid tests the code fails
+    _f("coherence", _F64, True),            # named edge-case classes that the tests exercise
+    _f("n_edge_named", _I32, True),
+    _f("n_edge_tested", _I32, True),
+    _f("generator_reward", _F64, True),
+    _f("discriminator_reward", _F64, True),
+), "One row per evaluated sample (flows/evaluate.py): pass/fail and test-side measurements.",
+    allowed={"mode": ("chain", "direct")})
+
 SCHEMAS: dict[str, TableSchema] = {s.name: s for s in (CHAINS, TESTS, EXECUTIONS, REWARDS,
-                                                         UPDATES)}
+                                                         UPDATES, EVALUATIONS)}
 
 
 def get_schema(table: str) -> TableSchema:

@@ -35,6 +35,16 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+@pytest.fixture(scope="session")
+def prefect_harness():
+    """One temporary Prefect server (SQLite) for every flow test of the session: starting one
+    costs ~20 s, and nested harnesses would fight over the same settings."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
 def cuda_available() -> bool:
     try:
         import torch

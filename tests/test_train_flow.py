@@ -29,14 +29,6 @@ def overrides(tiny_model_dir: Path, tmp: Path) -> list[str]:
             "problems.limit=2", "schedule.problems_per_step=2", "rewards.mutants_per_problem=2"]
 
 
-@pytest.fixture(scope="session")
-def prefect_harness():
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
-
-
 def test_flow_trains_stage_by_stage_and_records_everything(prefect_harness, tiny_model_dir,
                                                            tmp_path, monkeypatch):
     from artifacts.tracking import Tracker

@@ -1,0 +1,556 @@
+"""Replay one stage of a recorded training step from its stored inputs, or finish failed steps.
+
+    python -m flows.replay [--artifacts-root DIR] --run-id ID --step N \
+        --stage <rollout|tests|execute|rewards|update> [--downstream]
+    python -m flows.replay [--artifacts-root DIR] --run-id ID --failed
+
+A stage replay never touches the recorded run. It copies the inputs the stage needs from step N
+to the sibling run ``<ID>.replay`` (same root, same step), runs the same Prefect tasks the train
+flow runs there (with ``--downstream``, every later stage too), writes that step's manifest and
+compares every output part with the original:
+
+- ``execute`` and ``rewards`` are deterministic: every column must be equal except timings
+  (``executions.duration_s``; ``chains.latency_s`` and ``updates.duration_s`` elsewhere).
+- ``rollout``/``tests`` (generation) and ``update`` load the adapters (and optimizers) the step
+  started from, i.e. the resume state saved after step N-1 (or the fresh adapters of step 1, or
+  the run's MLflow checkpoint of step N-1), check that their content hash is the recorded
+  ``adapter_version``, sample with the recorded seed and say whether the output matched.
+
+The result is printed, returned, and kept as ``run_id=<ID>.replay/_run/replay-<N>-<stage>.json``.
+
+``--failed`` finishes, in place, every step that has files but no manifest: it keeps the parts
+that are there and readable, redoes the first missing one and everything after it (each chain
+stage, execution, rewards, update), saves the state, logs the step, and writes the manifest last.
+
+A step that cannot be replayed raises ``ReplayError`` naming the missing file or adapter version.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import torch
+from prefect import flow, get_run_logger
+
+from artifacts.convert import ArtifactError
+from artifacts.store import RunStore
+from configs.schema import TrainConfig
+from tasks import (
+    checkpoint_stage,
+    execute,
+    generate_tests,
+    log_step,
+    ppo_update_task,
+    rollout,
+    score,
+)
+from tasks.runtime import CONFIG_FILE, RunContext, open_run
+from tasks.schedule import ROLES, PlannedStep, plan
+
+STAGES = ("rollout", "tests", "execute", "rewards", "update")
+CHAIN_STAGES = (1, 2, 3, 4, 5)
+TIMING_COLUMNS = {"chains": {"latency_s"}, "executions": {"duration_s"},
+                  "updates": {"duration_s"}}  # wall-clock: never reproducible, never compared
+REPLAY_SUFFIX = ".replay"
+Part = tuple[str, str]  # (table, part)
+
+
+class ReplayError(Exception):
+    """A step cannot be replayed; the message names the missing file or adapter version."""
+
+
+# -- what each stage reads and writes ---------------------------------------------------------
+
+def test_parts() -> list[Part]:
+    return [("tests", "baseline")] + [("tests", f"stage-{s}") for s in CHAIN_STAGES]
+
+
+def stage_outputs(stage: str, planned: PlannedStep) -> list[Part]:
+    if stage == "rollout":
+        return [("chains", f"generator-{s}") for s in CHAIN_STAGES]
+    if stage == "tests":
+        return [("chains", f"discriminator-{s}") for s in CHAIN_STAGES] + test_parts()
+    return {"execute": [("executions", "all")], "rewards": [("rewards", "all")],
+            "update": [("updates", planned.role)]}[stage]
+
+
+def stage_inputs(stage: str, planned: PlannedStep) -> list[Part]:
+    return {"rollout": [],
+            "tests": [("chains", f"generator-{s}") for s in CHAIN_STAGES],
+            "execute": [("chains", "generator-5"), *test_parts()],
+            "rewards": [*test_parts(), ("executions", "all")],
+            "update": [("chains", f"{planned.role}-{planned.stage}"), ("rewards", "all")],
+            }[stage]
+
+
+def replay_sequence(stage: str, downstream: bool) -> list[str]:
+    if stage not in STAGES:
+        raise ReplayError(f"stage={stage!r}: expected one of {', '.join(STAGES)}")
+    return list(STAGES[STAGES.index(stage):]) if downstream else [stage]
+
+
+def inputs_to_copy(sequence: list[str], planned: PlannedStep) -> list[Part]:
+    """Inputs of the replayed stages that no replayed stage produces, in first-use order."""
+    made = {p for s in sequence for p in stage_outputs(s, planned)}
+    needed = [p for s in sequence for p in stage_inputs(s, planned) if p not in made]
+    return list(dict.fromkeys(needed))
+
+
+def roles_needed(sequence: list[str], planned: PlannedStep) -> list[str]:
+    """Adapters the replay samples or updates with (the state step N started from)."""
+    roles = {"rollout": "generator", "tests": "discriminator", "update": planned.role}
+    return [r for r in ROLES if r in {roles[s] for s in sequence if s in roles}]
+
+
+# -- reading and comparing parts ----------------------------------------------------------------
+
+def part_uri(store: RunStore, table: str, step: int, part: str) -> str:
+    return (f"{store.root.rstrip('/')}/run_id={store.run_id}/table={table}/step={step:06d}/"
+            f"part-{part}.parquet")
+
+
+def read_part(store: RunStore, table: str, step: int, part: str) -> pa.Table:
+    """One recorded part (checked against the manifest of a complete step), or ReplayError."""
+    manifest = store.manifest(step)
+    rel = f"table={table}/step={step:06d}/part-{part}.parquet"
+    listed = (any(e["path"] == rel for e in manifest["files"]) if manifest is not None
+              else part in store.list_parts(table, step))
+    if not listed:
+        raise ReplayError(f"{part_uri(store, table, step, part)}: missing (step {step} of run "
+                          f"{store.run_id} has no {table} part {part!r})")
+    try:
+        return store.read_table(table, step=step, part=part)
+    except ArtifactError as exc:
+        raise ReplayError(str(exc)) from None
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+def compare_tables(table: str, recorded: pa.Table, replayed: pa.Table) -> str | None:
+    """None when both agree on every column but the timings, else the first difference.
+
+    >>> t = pa.table({"stage": [1], "status": ["passed"], "duration_s": [0.1]})
+    >>> compare_tables("executions", t, t.set_column(2, "duration_s", pa.array([9.0])))
+    >>> compare_tables("executions", t, t.set_column(1, "status", pa.array(["failed"])))
+    "row 0, column 'status': recorded 'passed', replayed 'failed'"
+    """
+    if recorded.num_rows != replayed.num_rows:
+        return f"{recorded.num_rows} rows recorded, {replayed.num_rows} replayed"
+    skip = TIMING_COLUMNS.get(table, set()) | {"run_id", "step"}
+    for col in [c for c in recorded.column_names if c not in skip]:
+        a, b = recorded.column(col).to_pylist(), replayed.column(col).to_pylist()
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            if not _same(x, y):
+                return f"row {i}, column {col!r}: recorded {_short(x)}, replayed {_short(y)}"
+    return None
+
+
+@dataclasses.dataclass
+class PartResult:
+    table: str
+    part: str
+    rows: int
+    matched: bool | None          # None: no readable original to compare with
+    detail: str                   # first difference, or why there is no original
+    path: str
+
+
+def compare_part(original: RunStore, replayed: RunStore, step: int, table: str,
+                 part: str) -> PartResult:
+    new = replayed.read_table(table, step=step, part=part)
+    path = part_uri(replayed, table, step, part)
+    try:
+        old = read_part(original, table, step, part)
+    except ReplayError as exc:
+        return PartResult(table, part, new.num_rows, None, f"no original: {exc}", path)
+    diff = compare_tables(table, old, new)
+    return PartResult(table, part, new.num_rows, diff is None, diff or "", path)
+
+
+def clear_step(store: RunStore, step: int) -> None:
+    """Remove a step of a scratch run (the replay namespace): manifest first, then its parts."""
+    fs = store.fs
+    manifest = f"{store.run_dir}/_manifests/step={step:06d}.json"
+    if fs.get_file_info(manifest).type == pafs.FileType.File:
+        fs.delete_file(manifest)
+    if fs.get_file_info(store.run_dir).type != pafs.FileType.Directory:
+        return
+    for info in fs.get_file_info(pafs.FileSelector(store.run_dir)):
+        folder = f"{info.path}/step={step:06d}"
+        if info.base_name.startswith("table=") and \
+                fs.get_file_info(folder).type == pafs.FileType.Directory:
+            fs.delete_dir(folder)
+
+
+# -- config and adapter state -------------------------------------------------------------------
+
+def run_config(root: str, run_id: str, config: str | None = None,
+               overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+    """The run's config as stored by the train flow (or ``config`` + ``overrides`` for runs
+    recorded before configs were stored), with ``artifacts.root`` set to ``root``."""
+    from configs import ConfigError, load_config
+    from configs.loader import _deep_merge, config_from_dict, parse_override
+
+    store = RunStore(root, run_id)
+    try:
+        if config is not None:
+            cfg = load_config(config, list(overrides))
+        else:
+            data = store.read_json(CONFIG_FILE)
+            if data is None:
+                if not store.list_steps():
+                    raise ReplayError(f"{store.root}/run_id={run_id}: no such run")
+                raise ReplayError(f"{store.root}/run_id={run_id}/_run/{CONFIG_FILE}: missing (run "
+                                  "recorded before configs were stored); pass --config FILE "
+                                  "[--set key=value ...] with the config it ran with")
+            for item in overrides:
+                data = _deep_merge(data, parse_override(item), TrainConfig)
+            cfg = config_from_dict(data)
+    except (ConfigError, ArtifactError) as exc:
+        raise ReplayError(str(exc)) from None
+    return dataclasses.replace(cfg, artifacts=dataclasses.replace(cfg.artifacts, root=root))
+
+
+def planned_step(cfg: TrainConfig, step: int) -> PlannedStep:
+    steps = plan(cfg.schedule)
+    if not 1 <= step <= len(steps):
+        raise ReplayError(f"step={step}: the run's schedule has steps 1..{len(steps)}")
+    return steps[step - 1]
+
+
+def recorded_versions(store: RunStore, step: int) -> dict[str, str]:
+    """Adapter version each role sampled with at ``step`` (chains), or started its update from."""
+    found: dict[str, str] = {}
+    for table, column in (("updates", "adapter_version_before"), ("chains", "adapter_version")):
+        for part in store.list_parts(table, step):
+            try:
+                rows = store.read_table(table, step=step, part=part,
+                                        columns=["role", column]).to_pylist()
+            except ArtifactError:
+                continue  # an unreadable part: another part of the step says the same
+            for r in rows:
+                found.setdefault(r["role"], r[column])
+    return found
+
+
+def _mlflow_state(ctx: RunContext, step: int, roles: list[str], optimizers: bool) -> str | None:
+    """Load ``roles`` from the run's MLflow stage checkpoint of ``step``, if there is one."""
+    from mlflow.exceptions import MlflowException
+
+    from artifacts.checkpoints import ADAPTER_DIR, OPTIMIZER_FILE
+    from artifacts.tracking import TAG_RUN_ID, Tracker
+
+    try:
+        tracker = Tracker.from_config(ctx.cfg.tracking)
+        runs = tracker.client.search_runs([tracker.experiment_id],
+                                          f"tags.`{TAG_RUN_ID}` = '{ctx.run_id}'", max_results=1)
+        if not runs:
+            return None
+        found = {c.role: c for c in tracker.list_checkpoints(runs[0].info.run_id)
+                 if c.step == step}
+        if not all(r in found for r in roles):
+            return None
+        with tempfile.TemporaryDirectory() as tmp:
+            for role in roles:
+                local = tracker.load_checkpoint(found[role], Path(tmp) / role)
+                ctx.policies.load_adapter(role, local / ADAPTER_DIR)
+                if optimizers:
+                    ctx.optimizers[role].load_state_dict(
+                        torch.load(local / OPTIMIZER_FILE, weights_only=True))
+        return f"MLflow checkpoint of step {step} (run {runs[0].info.run_id})"
+    except (MlflowException, OSError, ArtifactError):
+        return None
+
+
+def load_start_state(ctx: RunContext, step: int, roles: list[str], expected: dict[str, str],
+                     *, optimizers: bool) -> dict[str, str]:
+    """Put ``roles``' adapters (and optimizers) where step ``step`` started: the state saved
+    after step-1, the fresh adapters for step 1, or the MLflow checkpoint of step-1. Checks each
+    against the recorded version; returns ``role -> "<version> (<source>)"``."""
+    prev = step - 1
+    folder = ctx.state_dir / f"step={prev:06d}"
+    if folder.is_dir():
+        for role in roles:
+            ctx.policies.load_adapter(role, folder / role)
+            if optimizers:
+                ctx.optimizers[role].load_state_dict(
+                    torch.load(folder / f"{role}-optimizer.pt", weights_only=True))
+        source = str(folder)
+    elif prev == 0 and not ctx.cfg.warm_start.enabled:
+        source = "fresh adapters (step 1 starts from the initialisation)"
+    else:
+        source = _mlflow_state(ctx, prev, roles, optimizers)
+        if source is None:
+            kept = ", ".join(f"step={s}" for s in ctx.state_steps()) or "none"
+            wanted = ", ".join(f"{expected[r]} ({r})" for r in roles if r in expected)
+            raise ReplayError(f"adapter version {wanted or '(unrecorded)'} of step {prev} is "
+                              f"gone: {folder} does not exist and MLflow has no checkpoint of "
+                              f"step {prev} (kept states: {kept})")
+    out = {}
+    for role in roles:
+        version = ctx.policies.adapter_version(role)
+        if role in expected and version != expected[role]:
+            raise ReplayError(f"adapter version {expected[role]} ({role}) of step {prev} is gone: "
+                              f"{source} holds {version}")
+        out[role] = f"{version} ({source})"
+    return out
+
+
+# -- running stages -----------------------------------------------------------------------------
+
+def run_stage(ctx: RunContext, planned: PlannedStep, stage: str) -> None:
+    """The train flow's tasks for one stage of ``planned``, on ``ctx.store``."""
+    step = planned.step
+    if stage == "rollout":
+        for s in CHAIN_STAGES:  # generator stage s reads only generator stages < s
+            rollout(ctx, step, s)
+    elif stage == "tests":
+        for s in CHAIN_STAGES:
+            generate_tests(ctx, step, s)
+    elif stage == "execute":
+        execute(ctx, step)
+    elif stage == "rewards":
+        score(ctx, step, planned.stage)
+    else:
+        ppo_update_task(ctx, step, planned.role, planned.stage)
+
+
+def check_replayable(cfg: TrainConfig, run_id: str, step: int, stage: str,
+                     downstream: bool) -> tuple[PlannedStep, list[str], list[Part]]:
+    """Everything that can be checked without models: step, stage, every input file."""
+    planned = planned_step(cfg, step)
+    sequence = replay_sequence(stage, downstream)
+    store = RunStore(cfg.artifacts.root, run_id)
+    needed = inputs_to_copy(sequence, planned)
+    for table, part in needed:
+        read_part(store, table, step, part)
+    return planned, sequence, needed
+
+
+def replay_stage(cfg: TrainConfig, run_id: str, step: int, stage: str,
+                 downstream: bool = False) -> dict[str, Any]:
+    """Replay ``stage`` (and with ``downstream`` every later one) of ``step`` into
+    ``<run_id>.replay`` and compare with the recorded parts."""
+    planned, sequence, needed = check_replayable(cfg, run_id, step, stage, downstream)
+    original = RunStore(cfg.artifacts.root, run_id)
+    target = RunStore(cfg.artifacts.root, run_id + REPLAY_SUFFIX)
+    roles = roles_needed(sequence, planned)
+    ctx = RunContext.open(cfg, run_id, load_models=bool(roles))
+    adapters = {}
+    if roles:
+        expected = recorded_versions(original, step)
+        adapters = load_start_state(ctx, step, roles, expected,
+                                    optimizers="update" in sequence)
+    clear_step(target, step)  # the previous replay of this step, if any
+    for table, part in needed:
+        target.write(table, step, part, read_part(original, table, step, part)
+                     .drop_columns(["run_id", "step"]))
+    replay_ctx = dataclasses.replace(ctx, store=target)
+    for s in sequence:
+        run_stage(replay_ctx, planned, s)
+    target.complete_step(step)
+    parts = [compare_part(original, target, step, t, p)
+             for s in sequence for t, p in stage_outputs(s, planned)]
+    gen_roles = {"rollout": "generator", "tests": "discriminator"}
+    seeds = {f"{gen_roles[s]}-{c}": ctx.seed(step, c, gen_roles[s])
+             for s in sequence if s in gen_roles for c in CHAIN_STAGES}
+    matched = None if any(p.matched is None for p in parts) else all(p.matched for p in parts)
+    if any(p.matched is False for p in parts):
+        matched = False
+    report = {"run_id": run_id, "step": step, "stage": stage, "replayed": sequence,
+              "training_stage": planned.stage, "role": planned.role, "matched": matched,
+              "adapters": adapters, "seeds": seeds,
+              "copied_inputs": [f"{t}/{p}" for t, p in needed],
+              "replay_run": target.run_dir, "parts": [dataclasses.asdict(p) for p in parts]}
+    report["report"] = target.write_json(f"replay-{step:06d}-{stage}.json", report)
+    return report
+
+
+def format_report(report: dict[str, Any]) -> str:
+    verdict = {True: "MATCHED", False: "DIFFERS", None: "NOT COMPARED"}[report["matched"]]
+    lines = [f"replay of run {report['run_id']} step {report['step']} "
+             f"({' -> '.join(report['replayed'])}): {verdict}"]
+    for role, where in report["adapters"].items():
+        lines.append(f"  {role} adapter {where}")
+    for p in report["parts"]:
+        state = {True: "match", False: "DIFFERS", None: "not compared"}[p["matched"]]
+        lines.append(f"  {p['table']}/{p['part']:<16} {p['rows']:>5} rows  {state}"
+                     + (f": {p['detail']}" if p["detail"] else ""))
+    lines.append(f"  replayed parts: {report['replay_run']}; report: {report['report']}")
+    return "\n".join(lines)
+
+
+# -- finishing failed steps in place ------------------------------------------------------------
+
+Item = tuple[str, int | None]  # (stage, chain stage for rollout/tests)
+
+
+def step_items() -> list[Item]:
+    """A step's work in the train flow's order: g1, d1, ..., g5, d5, execute, rewards, update."""
+    items: list[Item] = []
+    for s in CHAIN_STAGES:
+        items += [("rollout", s), ("tests", s)]
+    return items + [("execute", None), ("rewards", None), ("update", None)]
+
+
+def item_outputs(item: Item, planned: PlannedStep) -> list[Part]:
+    kind, s = item
+    if kind == "rollout":
+        return [("chains", f"generator-{s}")]
+    if kind == "tests":
+        return [("chains", f"discriminator-{s}"), ("tests", f"stage-{s}")] + \
+            ([("tests", "baseline")] if s == 1 else [])
+    return stage_outputs(kind, planned)
+
+
+def first_missing(store: RunStore, planned: PlannedStep, state_steps: list[int]) -> int:
+    """Index in ``step_items()`` of the first item whose outputs are not all there and
+    readable (the update also needs its saved state); ``len(step_items())`` when all are."""
+    items = step_items()
+    for i, item in enumerate(items):
+        for table, part in item_outputs(item, planned):
+            try:
+                read_part(store, table, planned.step, part)
+            except ReplayError:
+                return i
+    return len(items) - 1 if planned.step not in state_steps else len(items)
+
+
+def finish_step(ctx: RunContext, planned: PlannedStep, last_of_stage: bool) -> dict[str, Any]:
+    """Redo the first missing item of an incomplete step and everything after it, then save
+    the state, log the step and write the manifest last (as the train flow does)."""
+    step, items = planned.step, step_items()
+    if step > 1 and not ctx.store.is_complete(step - 1):
+        raise ReplayError(f"{ctx.store.root}/run_id={ctx.run_id}/_manifests/step="
+                          f"{step - 1:06d}.json: missing; step {step} cannot be finished before "
+                          f"step {step - 1}")
+    start = first_missing(ctx.store, planned, ctx.state_steps())
+    if start < len(items):
+        expected = recorded_versions(ctx.store, step)
+        load_start_state(ctx, step, list(ROLES), expected, optimizers=True)
+        for kind, s in items[start:]:
+            if kind == "rollout":
+                rollout(ctx, step, s)
+            elif kind == "tests":
+                generate_tests(ctx, step, s)
+            else:
+                run_stage(ctx, planned, kind)
+        ctx.save_state(step)
+    else:
+        ctx.restore_state(step)  # only the manifest was missing
+    metrics = log_step(ctx, step, planned.stage, planned.role)
+    if last_of_stage:
+        checkpoint_stage(ctx, step, planned.stage, metrics)
+    manifest = ctx.store.complete_step(step)
+    redone = "nothing (manifest only)" if start == len(items) else \
+        "-".join(str(x) for x in items[start] if x is not None)
+    return {"step": step, "resumed_from": redone, "manifest": manifest}
+
+
+def finish_failed(cfg: TrainConfig, run_id: str) -> dict[str, Any]:
+    """Finish every incomplete step of ``run_id`` in place, oldest first."""
+    store = RunStore(cfg.artifacts.root, run_id)
+    todo = store.incomplete_steps()
+    steps = plan(cfg.schedule)
+    for step in todo:
+        planned_step(cfg, step)  # in the schedule, before anything is loaded
+    out: dict[str, Any] = {"run_id": run_id, "finished": []}
+    if not todo:
+        return out
+    ctx = open_run(cfg, run_id)
+    status = "FAILED"
+    try:
+        for step in todo:
+            planned = steps[step - 1]
+            last_of_stage = step == len(steps) or steps[step].stage != planned.stage
+            out["finished"].append(finish_step(ctx, planned, last_of_stage))
+        # the run is over only when its schedule is; else it waits for flows.train --run-id
+        status = "FINISHED" if len(store.complete_steps()) == len(steps) else "KILLED"
+    finally:
+        ctx.tracker.end_run(ctx.mlflow_run_id, status)
+    return out
+
+
+def format_failed(result: dict[str, Any]) -> str:
+    if not result["finished"]:
+        return f"run {result['run_id']}: no incomplete steps"
+    return "\n".join([f"run {result['run_id']}: finished {len(result['finished'])} step(s)"] + [
+        f"  step {r['step']}: redone from {r['resumed_from']}; manifest {r['manifest']}"
+        for r in result["finished"]])
+
+
+# -- flow and command line ------------------------------------------------------------------------
+
+@flow(name="replay", log_prints=True)
+def replay(run_id: str, step: int | None = None, stage: str | None = None,
+           downstream: bool = False, failed: bool = False, artifacts_root: str = "runs",
+           config: str | None = None, overrides: list[str] | None = None) -> dict[str, Any]:
+    """Replay one stage of a recorded step (``failed=False``) or finish incomplete steps."""
+    cfg = run_config(artifacts_root, run_id, config, overrides or [])
+    if failed:
+        result = finish_failed(cfg, run_id)
+        print(format_failed(result))
+    else:
+        if step is None or stage is None:
+            raise ReplayError("a stage replay needs step and stage")
+        result = replay_stage(cfg, run_id, step, stage, downstream)
+        get_run_logger().info(format_report(result))
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m flows.replay", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--artifacts-root", default="runs", help="Parquet run store root")
+    parser.add_argument("--run-id", required=True, help="the recorded run")
+    parser.add_argument("--step", type=int, help="the step to replay")
+    parser.add_argument("--stage", choices=STAGES, help="the stage to replay")
+    parser.add_argument("--downstream", action="store_true",
+                        help="also replay every stage after --stage")
+    parser.add_argument("--failed", action="store_true",
+                        help="finish every step that has no manifest, in place")
+    parser.add_argument("--config", help="config file, for runs recorded without a stored one")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="override a value of the stored config")
+    args = parser.parse_args(argv)
+    if args.failed == (args.step is not None or args.stage is not None):
+        parser.error("give either --failed or both --step and --stage")
+    if not args.failed and (args.step is None or args.stage is None):
+        parser.error("--step and --stage go together")
+    if args.downstream and args.failed:
+        parser.error("--downstream goes with --stage")
+    try:  # fail fast, before Prefect starts: config, step, input files
+        cfg = run_config(args.artifacts_root, args.run_id, args.config, args.overrides)
+        if not args.failed:
+            check_replayable(cfg, args.run_id, args.step, args.stage, args.downstream)
+        result = replay(run_id=args.run_id, step=args.step, stage=args.stage,
+                        downstream=args.downstream, failed=args.failed,
+                        artifacts_root=args.artifacts_root, config=args.config,
+                        overrides=args.overrides)
+    except ReplayError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not args.failed:
+        print(format_report(result))
+    return 1 if result.get("matched") is False else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

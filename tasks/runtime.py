@@ -55,6 +55,11 @@ class RunContext:
 
     @classmethod
     def open(cls, cfg: TrainConfig, run_id: str, *, load_models: bool = True) -> RunContext:
+        if cfg.ppo.advantage == "gae":  # refuse now rather than fail at the first update
+            from configs import ConfigError
+
+            raise ConfigError("ppo.advantage='gae': models/ppo.py implements GAE, but the "
+                              "training flow does not carry a value head yet; use 'group'")
         ctx = cls(cfg=cfg, run_id=run_id, store=RunStore(cfg.artifacts.root, run_id),
                   problems=load_run_problems(cfg))
         if load_models:

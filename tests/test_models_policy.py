@@ -16,15 +16,7 @@ def cfg(tiny_model_dir, **overrides) -> ModelConfig:
 
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One intra-op thread: on a shared 2-core machine a hidden-64 model runs ~10x faster
-    than with two threads fighting other processes (measured: 0.35 s vs 4.1 s for 8 x 32
-    tokens)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture
 def policies(tiny_model_dir) -> Policies:

@@ -43,15 +43,8 @@ from prefect import flow, get_run_logger
 from artifacts.convert import ArtifactError
 from artifacts.store import RunStore
 from configs.schema import TrainConfig
-from tasks import (
-    checkpoint_stage,
-    execute,
-    generate_tests,
-    log_step,
-    ppo_update_task,
-    rollout,
-    score,
-)
+from tasks import execute, generate_tests, ppo_update_task, rollout, score
+from tasks.reporting import close_step
 from tasks.runtime import CONFIG_FILE, RunContext, open_run
 from tasks.schedule import ROLES, PlannedStep, plan
 
@@ -455,10 +448,7 @@ def finish_step(ctx: RunContext, planned: PlannedStep, last_of_stage: bool) -> d
         ctx.save_state(step)
     else:
         ctx.restore_state(step)  # only the manifest was missing
-    metrics = log_step(ctx, step, planned.stage, planned.role)
-    if last_of_stage:
-        checkpoint_stage(ctx, step, planned.stage, metrics)
-    manifest = ctx.store.complete_step(step)
+    _, manifest = close_step(ctx, step, planned.stage, planned.role, last_of_stage)
     redone = "nothing (manifest only)" if start == len(items) else \
         "-".join(str(x) for x in items[start] if x is not None)
     return {"step": step, "resumed_from": redone, "manifest": manifest}

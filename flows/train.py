@@ -23,17 +23,9 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from configs import load_config
-from tasks import (
-    checkpoint_stage,
-    execute,
-    generate_tests,
-    log_step,
-    ppo_update_task,
-    rollout,
-    score,
-    warm_start,
-)
+from tasks import execute, generate_tests, ppo_update_task, rollout, score, warm_start
 from tasks.progress import Progress
+from tasks.reporting import close_step
 from tasks.runtime import RunContext, finish_run, new_run_id, open_run, resume_point
 from tasks.schedule import PlannedStep, plan
 
@@ -50,10 +42,7 @@ def train_step(ctx: RunContext, planned: PlannedStep, last_of_stage: bool) -> di
     score(ctx, step, planned.stage)
     ppo_update_task(ctx, step, planned.role, planned.stage)
     ctx.save_state(step)
-    metrics = log_step(ctx, step, planned.stage, planned.role)
-    if last_of_stage:  # before the manifest: a kill here redoes the step, never skips it
-        checkpoint_stage(ctx, step, planned.stage, metrics)
-    ctx.store.complete_step(step)
+    metrics, _ = close_step(ctx, step, planned.stage, planned.role, last_of_stage)
     return metrics
 
 

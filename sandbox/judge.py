@@ -83,12 +83,21 @@ def _shown(plan: SplitTest, expr: ast.expr) -> str:
     return text
 
 
-def judge_split(plan: SplitTest, res: dict) -> TestOutcome:
+def _unfinished(res: dict, finished: str) -> tuple[float, TestOutcome | None]:
+    """The reply's duration, and its outcome when the jail did not report ``finished``
+    (anything but timeout/crashed/error from the jail counts as an error)."""
     dur = float(res.get("dur") or 0.0) if type(res.get("dur")) in (int, float) else 0.0
     status = res.get("status")
-    if status != "ok":
-        status = status if status in ("timeout", "crashed", "error") else "error"
-        return TestOutcome(status, _short(res.get("msg", "")), dur)
+    if status == finished:
+        return dur, None
+    status = status if status in ("timeout", "crashed", "error") else "error"
+    return dur, TestOutcome(status, _short(res.get("msg", "")), dur)
+
+
+def judge_split(plan: SplitTest, res: dict) -> TestOutcome:
+    dur, failed = _unfinished(res, "ok")
+    if failed:
+        return failed
     values = res.get("values")
     if not isinstance(values, list) or len(values) != len(plan.calls):
         return TestOutcome("error", "malformed reply from the jail", dur)
@@ -136,11 +145,9 @@ def repr_safe(value: object) -> str:
 
 
 def judge_whole(token: str, res: dict) -> TestOutcome:
-    dur = float(res.get("dur") or 0.0) if type(res.get("dur")) in (int, float) else 0.0
-    status = res.get("status")
-    if status != "done":
-        status = status if status in ("timeout", "crashed", "error") else "error"
-        return TestOutcome(status, _short(res.get("msg", "")), dur)
+    dur, failed = _unfinished(res, "done")
+    if failed:
+        return failed
     frame = res.get("frame")
     if frame == ["done", token]:
         return TestOutcome("passed", "", dur)

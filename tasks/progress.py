@@ -7,7 +7,7 @@ from typing import Any
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as RichProgress
 
-from tasks.runtime import RunContext
+from tasks.runtime import RunContext, artifact_key
 from tasks.schedule import PlannedStep
 
 
@@ -27,9 +27,9 @@ class Progress:
         self._bar.start()
         self._task = self._bar.add_task(f"run {self.ctx.run_id}", total=self.total,
                                         completed=self.done)
-        key = "".join(c if c.isalnum() else "-" for c in self.ctx.run_id.lower())
         self._artifact = create_progress_artifact(
-            100.0 * self.done / max(self.total, 1), key=f"{key}-progress",
+            100.0 * self.done / max(self.total, 1),
+            key=f"{artifact_key(self.ctx.run_id)}-progress",
             description=f"Training steps of run {self.ctx.run_id}")
         return self
 

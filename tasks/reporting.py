@@ -13,7 +13,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.runtime import RunContext
+from tasks.runtime import RunContext, artifact_key
 from tasks.schedule import ROLES
 
 
@@ -80,7 +80,7 @@ def log_step(ctx: RunContext, step: int, stage: int, role: str) -> dict[str, flo
           "discriminator_reward": round(r["discriminator_reward"], 3),
           "validity": round(r["validity"], 3), "valid_tests": r["n_valid"],
           "baseline_passed": f"{r['n_baseline_passed']}/{r['n_baseline']}"} for r in rows],
-        key=f"{ctx.run_id.lower().replace('_', '-')}-step-{step}",
+        key=f"{artifact_key(ctx.run_id)}-step-{step}",
         description=f"Step {step}: stage {stage}, {role} update")
     return metrics
 
@@ -114,3 +114,14 @@ def checkpoint_stage(ctx: RunContext, step: int, stage: int,
                       "aliases": list(version.aliases)}
         out.append(entry)
     return out
+
+
+def close_step(ctx: RunContext, step: int, stage: int, role: str,
+               last_of_stage: bool) -> tuple[dict[str, float], str]:
+    """After a step's work and saved state: log it, checkpoint the stage when it ends, and
+    write the manifest last (a kill before it redoes the step, never skips it). Returns the
+    step's metrics and the manifest's URI."""
+    metrics = log_step(ctx, step, stage, role)
+    if last_of_stage:
+        checkpoint_stage(ctx, step, stage, metrics)
+    return metrics, ctx.store.complete_step(step)

@@ -162,12 +162,13 @@ def _link_artifact(ctx: RunContext) -> None:
     create_link_artifact(
         f"http://127.0.0.1:5000/#/experiments/{exp}/runs/{ctx.mlflow_run_id}",
         link_text=f"MLflow run {ctx.mlflow_run_id}",
-        key=f"{_artifact_key(ctx.run_id)}-mlflow",
+        key=f"{artifact_key(ctx.run_id)}-mlflow",
         description=f"MLflow run of {ctx.run_id} (tracking URI {ctx.tracker.tracking_uri}; "
                     "start the UI as the README shows)")
 
 
-def _artifact_key(text: str) -> str:
+def artifact_key(text: str) -> str:
+    """A Prefect artifact key from ``text``: lowercase letters, digits and dashes only."""
     import re
 
     return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")

@@ -51,6 +51,7 @@ from mlflow.models import Model, ModelSignature  # noqa: E402
 from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema  # noqa: E402
 
 from artifacts.checkpoints import (  # noqa: E402
+    ADAPTER_DIR,
     CheckpointCorruptError,
     CheckpointInfo,
     read_checkpoint_info,
@@ -65,6 +66,7 @@ TAG_CONFIG_HASH = "config.hash"
 TAG_GIT = "mlflow.source.git.commit"
 TAG_RUN_ID = "adversarial.run_id"  # the training run id (resumes share one MLflow run)
 CANDIDATE, CHAMPION = "candidate", "champion"
+BASE_SPEC = "base.json"  # a registered version's base model, dtype, role and checkpoint info
 _METRIC_KEY = re.compile(r"^[a-z][a-z0-9_]*/[A-Za-z0-9_./-]+$")
 _PARAM_MAX = 6000  # MLflow's limit on a param value's length
 
@@ -104,6 +106,24 @@ class RegisteredVersion:
     score: float
     aliases: tuple[str, ...]
     model_uri: str  # models:/<name>/<version>
+
+
+@dataclass(frozen=True)
+class RegisteredCheckpoint:
+    """A registered version's checkpoint, downloaded and hash-verified, with the base model and
+    dtype it was registered on (its ``base.json``)."""
+
+    name: str
+    version: str
+    alias: str | None  # the alias it was looked up by, if any
+    base_model: str  # local path or hub id
+    dtype: str | None
+    checkpoint: CheckpointInfo
+    folder: Path  # the verified checkpoint folder
+
+    @property
+    def adapter_dir(self) -> Path:
+        return self.folder / ADAPTER_DIR
 
 
 class Tracker:
@@ -301,7 +321,7 @@ class Tracker:
         base_ref = str(base.resolve()) if base.exists() else base_model  # local path or hub id
         with tempfile.TemporaryDirectory() as tmp:
             adapter_root = self.load_checkpoint(ckpt, Path(tmp) / "ckpt")  # verified
-            spec = Path(tmp) / "base.json"
+            spec = Path(tmp) / BASE_SPEC
             spec.write_text(json.dumps({"base_model": base_ref, "dtype": dtype, "role": ckpt.role,
                                         "checkpoint": ckpt.to_dict()}, indent=1))
             logged = self.client.create_logged_model(
@@ -383,13 +403,44 @@ class Tracker:
         because MLflow resolves ``models:/`` URIs against the *global* registry URI, and
         setting that is process-wide state."""
         name, version = self.resolve_model_uri(model_uri)
-        location = self.client.get_model_version_download_uri(name, version)
         with tempfile.TemporaryDirectory() as tmp:
-            local = mlflow.artifacts.download_artifacts(artifact_uri=location, dst_path=tmp)
+            local = self._download_version(name, version, tmp)
             # load_context reads the artifacts during load_model, so the temp copy can go.
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # "add type hints to predict"
                 return mlflow.pyfunc.load_model(local)
+
+    def registered_base_spec(self, name: str, version: str) -> dict[str, Any]:
+        """``base.json`` of a registered version: base model, dtype, role and checkpoint info.
+
+        It lives in the pyfunc folder of the version's logged model, so only that file is
+        fetched."""
+        with tempfile.TemporaryDirectory() as tmp:
+            local = self._download_version(name, version, tmp, f"artifacts/{BASE_SPEC}")
+            return json.loads(Path(local).read_text())
+
+    def registered_checkpoint(self, model_uri: str, dst: str | Path) -> RegisteredCheckpoint:
+        """The checkpoint registered as ``models:/<name>@<alias>`` or ``models:/<name>/<v>``,
+        downloaded into ``dst/<name>-v<version>`` with every hash verified, and the base model
+        it goes on. Raises ``ValueError`` naming an alias no version holds.
+
+        The checkpoint itself, not the pyfunc copy of its adapter, is what is fetched: only the
+        checkpoint has the manifest that the hashes are checked against."""
+        name, version = self.resolve_model_uri(model_uri)
+        base = self.registered_base_spec(name, version)
+        ckpt = CheckpointInfo(**base["checkpoint"])
+        folder = self.load_checkpoint(ckpt, Path(dst) / f"{name}-v{version}")
+        return RegisteredCheckpoint(name, version, model_uri.partition("@")[2] or None,
+                                    base["base_model"], base.get("dtype"), ckpt, folder)
+
+    def _download_version(self, name: str, version: str, dst: str, path: str = "") -> str:
+        """A registered version's logged model (or ``path`` inside it) into ``dst``; the
+        version's storage location comes from this tracker's client (see
+        :meth:`load_registered`)."""
+        location = self.client.get_model_version_download_uri(name, version)
+        uri = f"{location.rstrip('/')}/{path}" if path else location
+        return mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=dst,
+                                                   tracking_uri=self.tracking_uri)
 
 
 _SIGNATURE = ModelSignature(inputs=Schema([ColSpec("string", "prompt")]),

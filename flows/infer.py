@@ -5,7 +5,7 @@
     python -m flows.infer show [--model M] [--problems demo --limit 2]   # the seeds'
                                                                          # show_model_output
 
-The first form loads the generator (see ``models.inference`` for every accepted ``--model``),
+The first form loads the generator (see ``models.sources`` for every accepted ``--model``),
 writes the five stages for each problem, runs the code against the problem's tests in the
 sandbox and prints the chain with per-stage timings (``--tests`` adds the discriminator's
 tests). ``show`` prints what the models generate before training (default: the config's base

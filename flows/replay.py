@@ -31,49 +31,39 @@ import argparse
 import dataclasses
 import math
 import sys
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
-import torch
 from prefect import flow, get_run_logger
 
-from artifacts.convert import ArtifactError
 from artifacts.store import RunStore
 from configs.schema import TrainConfig
-from tasks import execute, generate_tests, ppo_update_task, rollout, score
-from tasks.reporting import close_step
-from tasks.runtime import CONFIG_FILE, RunContext, open_run
-from tasks.schedule import ROLES, PlannedStep, plan
+from flows.recover import finish_failed, format_failed
+from tasks.recorded import (
+    CHAIN_STAGES,
+    STAGES,
+    Part,
+    ReplayError,
+    load_start_state,
+    part_uri,
+    planned_step,
+    read_part,
+    recorded_versions,
+    run_config,
+    run_stage,
+    stage_outputs,
+    test_parts,
+)
+from tasks.runtime import RunContext
+from tasks.schedule import ROLES, PlannedStep
 
-STAGES = ("rollout", "tests", "execute", "rewards", "update")
-CHAIN_STAGES = (1, 2, 3, 4, 5)
 TIMING_COLUMNS = {"chains": {"latency_s"}, "executions": {"duration_s"},
                   "updates": {"duration_s"}}  # wall-clock: never reproducible, never compared
 REPLAY_SUFFIX = ".replay"
-Part = tuple[str, str]  # (table, part)
 
 
-class ReplayError(Exception):
-    """A step cannot be replayed; the message names the missing file or adapter version."""
-
-
-# -- what each stage reads and writes ---------------------------------------------------------
-
-def test_parts() -> list[Part]:
-    return [("tests", "baseline")] + [("tests", f"stage-{s}") for s in CHAIN_STAGES]
-
-
-def stage_outputs(stage: str, planned: PlannedStep) -> list[Part]:
-    if stage == "rollout":
-        return [("chains", f"generator-{s}") for s in CHAIN_STAGES]
-    if stage == "tests":
-        return [("chains", f"discriminator-{s}") for s in CHAIN_STAGES] + test_parts()
-    return {"execute": [("executions", "all")], "rewards": [("rewards", "all")],
-            "update": [("updates", planned.role)]}[stage]
-
+# -- what each stage reads ----------------------------------------------------------------------
 
 def stage_inputs(stage: str, planned: PlannedStep) -> list[Part]:
     return {"rollout": [],
@@ -103,27 +93,7 @@ def roles_needed(sequence: list[str], planned: PlannedStep) -> list[str]:
     return [r for r in ROLES if r in {roles[s] for s in sequence if s in roles}]
 
 
-# -- reading and comparing parts ----------------------------------------------------------------
-
-def part_uri(store: RunStore, table: str, step: int, part: str) -> str:
-    return (f"{store.root.rstrip('/')}/run_id={store.run_id}/table={table}/step={step:06d}/"
-            f"part-{part}.parquet")
-
-
-def read_part(store: RunStore, table: str, step: int, part: str) -> pa.Table:
-    """One recorded part (checked against the manifest of a complete step), or ReplayError."""
-    manifest = store.manifest(step)
-    rel = f"table={table}/step={step:06d}/part-{part}.parquet"
-    listed = (any(e["path"] == rel for e in manifest["files"]) if manifest is not None
-              else part in store.list_parts(table, step))
-    if not listed:
-        raise ReplayError(f"{part_uri(store, table, step, part)}: missing (step {step} of run "
-                          f"{store.run_id} has no {table} part {part!r})")
-    try:
-        return store.read_table(table, step=step, part=part)
-    except ArtifactError as exc:
-        raise ReplayError(str(exc)) from None
-
+# -- comparing parts ----------------------------------------------------------------------------
 
 def _short(value: Any, limit: int = 80) -> str:
     text = repr(value)
@@ -192,138 +162,7 @@ def clear_step(store: RunStore, step: int) -> None:
             fs.delete_dir(folder)
 
 
-# -- config and adapter state -------------------------------------------------------------------
-
-def run_config(root: str, run_id: str, config: str | None = None,
-               overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
-    """The run's config as stored by the train flow (or ``config`` + ``overrides`` for runs
-    recorded before configs were stored), with ``artifacts.root`` set to ``root``."""
-    from configs import ConfigError, load_config
-    from configs.loader import _deep_merge, config_from_dict, parse_override
-
-    store = RunStore(root, run_id)
-    try:
-        if config is not None:
-            cfg = load_config(config, list(overrides))
-        else:
-            data = store.read_json(CONFIG_FILE)
-            if data is None:
-                if not store.list_steps():
-                    raise ReplayError(f"{store.root}/run_id={run_id}: no such run")
-                raise ReplayError(f"{store.root}/run_id={run_id}/_run/{CONFIG_FILE}: missing (run "
-                                  "recorded before configs were stored); pass --config FILE "
-                                  "[--set key=value ...] with the config it ran with")
-            for item in overrides:
-                data = _deep_merge(data, parse_override(item), TrainConfig)
-            cfg = config_from_dict(data)
-    except (ConfigError, ArtifactError) as exc:
-        raise ReplayError(str(exc)) from None
-    return dataclasses.replace(cfg, artifacts=dataclasses.replace(cfg.artifacts, root=root))
-
-
-def planned_step(cfg: TrainConfig, step: int) -> PlannedStep:
-    steps = plan(cfg.schedule)
-    if not 1 <= step <= len(steps):
-        raise ReplayError(f"step={step}: the run's schedule has steps 1..{len(steps)}")
-    return steps[step - 1]
-
-
-def recorded_versions(store: RunStore, step: int) -> dict[str, str]:
-    """Adapter version each role sampled with at ``step`` (chains), or started its update from."""
-    found: dict[str, str] = {}
-    for table, column in (("updates", "adapter_version_before"), ("chains", "adapter_version")):
-        for part in store.list_parts(table, step):
-            try:
-                rows = store.read_table(table, step=step, part=part,
-                                        columns=["role", column]).to_pylist()
-            except ArtifactError:
-                continue  # an unreadable part: another part of the step says the same
-            for r in rows:
-                found.setdefault(r["role"], r[column])
-    return found
-
-
-def _mlflow_state(ctx: RunContext, step: int, roles: list[str], optimizers: bool) -> str | None:
-    """Load ``roles`` from the run's MLflow stage checkpoint of ``step``, if there is one."""
-    from mlflow.exceptions import MlflowException
-
-    from artifacts.checkpoints import ADAPTER_DIR, OPTIMIZER_FILE
-    from artifacts.tracking import TAG_RUN_ID, Tracker
-
-    try:
-        tracker = Tracker.from_config(ctx.cfg.tracking)
-        runs = tracker.client.search_runs([tracker.experiment_id],
-                                          f"tags.`{TAG_RUN_ID}` = '{ctx.run_id}'", max_results=1)
-        if not runs:
-            return None
-        found = {c.role: c for c in tracker.list_checkpoints(runs[0].info.run_id)
-                 if c.step == step}
-        if not all(r in found for r in roles):
-            return None
-        with tempfile.TemporaryDirectory() as tmp:
-            for role in roles:
-                local = tracker.load_checkpoint(found[role], Path(tmp) / role)
-                ctx.policies.load_adapter(role, local / ADAPTER_DIR)
-                if optimizers:
-                    ctx.optimizers[role].load_state_dict(
-                        torch.load(local / OPTIMIZER_FILE, weights_only=True))
-        return f"MLflow checkpoint of step {step} (run {runs[0].info.run_id})"
-    except (MlflowException, OSError, ArtifactError):
-        return None
-
-
-def load_start_state(ctx: RunContext, step: int, roles: list[str], expected: dict[str, str],
-                     *, optimizers: bool) -> dict[str, str]:
-    """Put ``roles``' adapters (and optimizers) where step ``step`` started: the state saved
-    after step-1, the fresh adapters for step 1, or the MLflow checkpoint of step-1. Checks each
-    against the recorded version; returns ``role -> "<version> (<source>)"``."""
-    prev = step - 1
-    folder = ctx.state_dir / f"step={prev:06d}"
-    if folder.is_dir():
-        for role in roles:
-            ctx.policies.load_adapter(role, folder / role)
-            if optimizers:
-                ctx.optimizers[role].load_state_dict(
-                    torch.load(folder / f"{role}-optimizer.pt", weights_only=True))
-        source = str(folder)
-    elif prev == 0 and not ctx.cfg.warm_start.enabled:
-        source = "fresh adapters (step 1 starts from the initialisation)"
-    else:
-        source = _mlflow_state(ctx, prev, roles, optimizers)
-        if source is None:
-            kept = ", ".join(f"step={s}" for s in ctx.state_steps()) or "none"
-            wanted = ", ".join(f"{expected[r]} ({r})" for r in roles if r in expected)
-            raise ReplayError(f"adapter version {wanted or '(unrecorded)'} of step {prev} is "
-                              f"gone: {folder} does not exist and MLflow has no checkpoint of "
-                              f"step {prev} (kept states: {kept})")
-    out = {}
-    for role in roles:
-        version = ctx.policies.adapter_version(role)
-        if role in expected and version != expected[role]:
-            raise ReplayError(f"adapter version {expected[role]} ({role}) of step {prev} is gone: "
-                              f"{source} holds {version}")
-        out[role] = f"{version} ({source})"
-    return out
-
-
-# -- running stages -----------------------------------------------------------------------------
-
-def run_stage(ctx: RunContext, planned: PlannedStep, stage: str) -> None:
-    """The train flow's tasks for one stage of ``planned``, on ``ctx.store``."""
-    step = planned.step
-    if stage == "rollout":
-        for s in CHAIN_STAGES:  # generator stage s reads only generator stages < s
-            rollout(ctx, step, s)
-    elif stage == "tests":
-        for s in CHAIN_STAGES:
-            generate_tests(ctx, step, s)
-    elif stage == "execute":
-        execute(ctx, step)
-    elif stage == "rewards":
-        score(ctx, step, planned.stage)
-    else:
-        ppo_update_task(ctx, step, planned.role, planned.stage)
-
+# -- replaying a stage --------------------------------------------------------------------------
 
 def check_replayable(cfg: TrainConfig, run_id: str, step: int, stage: str,
                      downstream: bool) -> tuple[PlannedStep, list[str], list[Part]]:
@@ -388,102 +227,6 @@ def format_report(report: dict[str, Any]) -> str:
                      + (f": {p['detail']}" if p["detail"] else ""))
     lines.append(f"  replayed parts: {report['replay_run']}; report: {report['report']}")
     return "\n".join(lines)
-
-
-# -- finishing failed steps in place ------------------------------------------------------------
-
-Item = tuple[str, int | None]  # (stage, chain stage for rollout/tests)
-
-
-def step_items() -> list[Item]:
-    """A step's work in the train flow's order: g1, d1, ..., g5, d5, execute, rewards, update."""
-    items: list[Item] = []
-    for s in CHAIN_STAGES:
-        items += [("rollout", s), ("tests", s)]
-    return items + [("execute", None), ("rewards", None), ("update", None)]
-
-
-def item_outputs(item: Item, planned: PlannedStep) -> list[Part]:
-    kind, s = item
-    if kind == "rollout":
-        return [("chains", f"generator-{s}")]
-    if kind == "tests":
-        return [("chains", f"discriminator-{s}"), ("tests", f"stage-{s}")] + \
-            ([("tests", "baseline")] if s == 1 else [])
-    return stage_outputs(kind, planned)
-
-
-def first_missing(store: RunStore, planned: PlannedStep, state_steps: list[int]) -> int:
-    """Index in ``step_items()`` of the first item whose outputs are not all there and
-    readable (the update also needs its saved state); ``len(step_items())`` when all are."""
-    items = step_items()
-    for i, item in enumerate(items):
-        for table, part in item_outputs(item, planned):
-            try:
-                read_part(store, table, planned.step, part)
-            except ReplayError:
-                return i
-    return len(items) - 1 if planned.step not in state_steps else len(items)
-
-
-def finish_step(ctx: RunContext, planned: PlannedStep, last_of_stage: bool) -> dict[str, Any]:
-    """Redo the first missing item of an incomplete step and everything after it, then save
-    the state, log the step and write the manifest last (as the train flow does)."""
-    step, items = planned.step, step_items()
-    if step > 1 and not ctx.store.is_complete(step - 1):
-        raise ReplayError(f"{ctx.store.root}/run_id={ctx.run_id}/_manifests/step="
-                          f"{step - 1:06d}.json: missing; step {step} cannot be finished before "
-                          f"step {step - 1}")
-    start = first_missing(ctx.store, planned, ctx.state_steps())
-    if start < len(items):
-        expected = recorded_versions(ctx.store, step)
-        load_start_state(ctx, step, list(ROLES), expected, optimizers=True)
-        for kind, s in items[start:]:
-            if kind == "rollout":
-                rollout(ctx, step, s)
-            elif kind == "tests":
-                generate_tests(ctx, step, s)
-            else:
-                run_stage(ctx, planned, kind)
-        ctx.save_state(step)
-    else:
-        ctx.restore_state(step)  # only the manifest was missing
-    _, manifest = close_step(ctx, step, planned.stage, planned.role, last_of_stage)
-    redone = "nothing (manifest only)" if start == len(items) else \
-        "-".join(str(x) for x in items[start] if x is not None)
-    return {"step": step, "resumed_from": redone, "manifest": manifest}
-
-
-def finish_failed(cfg: TrainConfig, run_id: str) -> dict[str, Any]:
-    """Finish every incomplete step of ``run_id`` in place, oldest first."""
-    store = RunStore(cfg.artifacts.root, run_id)
-    todo = store.incomplete_steps()
-    steps = plan(cfg.schedule)
-    for step in todo:
-        planned_step(cfg, step)  # in the schedule, before anything is loaded
-    out: dict[str, Any] = {"run_id": run_id, "finished": []}
-    if not todo:
-        return out
-    ctx = open_run(cfg, run_id)
-    status = "FAILED"
-    try:
-        for step in todo:
-            planned = steps[step - 1]
-            last_of_stage = step == len(steps) or steps[step].stage != planned.stage
-            out["finished"].append(finish_step(ctx, planned, last_of_stage))
-        # the run is over only when its schedule is; else it waits for flows.train --run-id
-        status = "FINISHED" if len(store.complete_steps()) == len(steps) else "KILLED"
-    finally:
-        ctx.tracker.end_run(ctx.mlflow_run_id, status)
-    return out
-
-
-def format_failed(result: dict[str, Any]) -> str:
-    if not result["finished"]:
-        return f"run {result['run_id']}: no incomplete steps"
-    return "\n".join([f"run {result['run_id']}: finished {len(result['finished'])} step(s)"] + [
-        f"  step {r['step']}: redone from {r['resumed_from']}; manifest {r['manifest']}"
-        for r in result["finished"]])
 
 
 # -- flow and command line ------------------------------------------------------------------------

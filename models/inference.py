@@ -5,17 +5,10 @@
     result = engine.solve_problem(problem)                          #  models:/tiny-generator/3)
     print(format_result(result))
 
-``InferenceEngine.load(model)`` accepts
-
-* ``NAME@ALIAS`` or ``models:/NAME@ALIAS`` / ``models:/NAME/VERSION``: a registered version. Its
-  checkpoint is downloaded and every file is checked against its manifest's hashes before use;
-  the base model (path or hub id) is the one recorded with the version (``base.json``). With
-  ``discriminator="auto"`` the sibling ``...-discriminator`` under the same alias is loaded too.
-* ``runs:/<mlflow run>/checkpoints/<role>/step-NNNNNN``: a logged checkpoint (verified too);
-* a local checkpoint folder (``checkpoint.json`` + ``adapter/``, verified) or adapter folder
-  (``adapter_config.json``): put on the config's base model;
-* anything else: a base model path or hub id, with fresh adapters (which leave the base model
-  unchanged: LoRA B starts at zero). This is the "before training" model of ``show``.
+``InferenceEngine.load(model)`` accepts every spec of :mod:`models.sources`: a registry alias
+or version (downloaded and hash-verified, on the base model recorded with it), a logged or
+local checkpoint, an adapter folder, or a base model with fresh adapters. With
+``discriminator="auto"`` the sibling ``...-discriminator`` under the same alias is loaded too.
 
 Generation is batched per stage over problems x samples and uses the config's sampling
 (temperature, top-p, ``max_new_tokens``): pass@k needs samples, so there is no greedy mode.
@@ -26,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import tempfile
 import time
 from collections.abc import Sequence
@@ -38,12 +30,11 @@ import torch
 
 from configs.errors import ConfigError
 from configs.schema import LoraConfig, TrainConfig
+from models.sources import ModelSource, resolve_source, sibling
 from models.stages import STAGE_IDS, get_stage
 from problems import Problem
 
 REASONING_STAGES = (1, 2, 3, 4)
-_ALIAS = re.compile(r"^(?:models:/)?([^/@\s]+)@([A-Za-z0-9_.-]+)$")
-_VERSION = re.compile(r"^models:/([^/@\s]+)/(\d+)$")
 
 
 def _seed(base: int, *parts: object) -> int:
@@ -53,102 +44,6 @@ def _seed(base: int, *parts: object) -> int:
     return int.from_bytes(hashlib.sha256(blob).digest()[:4], "big") & 0x7FFFFFFF
 
 
-# --- where the weights come from ----------------------------------------------------------------
-@dataclass(frozen=True)
-class ModelSource:
-    """One role's weights: a base model plus, optionally, a verified LoRA adapter folder."""
-
-    spec: str
-    kind: str  # registry | checkpoint | adapter | base
-    base_model: str | None  # None: the config's base model
-    adapter_dir: Path | None = None
-    dtype: str | None = None
-    label: str = ""
-    content_hash: str | None = None
-
-    def describe(self) -> str:
-        return self.label or self.spec
-
-
-def _tracker(cfg: TrainConfig, tracker: Any = None) -> Any:
-    if tracker is not None:
-        return tracker
-    from artifacts.tracking import Tracker
-
-    return Tracker.from_config(cfg.tracking)
-
-
-def registered_base_spec(tracker: Any, name: str, version: str) -> dict[str, Any]:
-    """``base.json`` of a registered version: base model, dtype, role and checkpoint info.
-
-    It lives in the pyfunc folder of the version's logged model, so only that file is fetched.
-    (Belongs in ``artifacts.tracking``; kept here until a ``Tracker`` method offers it.)
-    """
-    import mlflow.artifacts
-
-    location = tracker.client.get_model_version_download_uri(name, version)
-    with tempfile.TemporaryDirectory() as tmp:
-        local = mlflow.artifacts.download_artifacts(
-            artifact_uri=f"{location.rstrip('/')}/artifacts/base.json", dst_path=tmp,
-            tracking_uri=tracker.tracking_uri)
-        return json.loads(Path(local).read_text())
-
-
-def _registry_source(spec: str, uri: str, tracker: Any, workdir: Path) -> ModelSource:
-    from artifacts.checkpoints import CheckpointInfo
-
-    name, version = tracker.resolve_model_uri(uri)  # ValueError naming the alias when missing
-    base = registered_base_spec(tracker, name, version)
-    ckpt = CheckpointInfo(**base["checkpoint"])
-    folder = tracker.load_checkpoint(ckpt, workdir / f"{name}-v{version}")  # hashes verified
-    alias = uri.partition("@")[2]
-    return ModelSource(spec, "registry", base["base_model"], folder / "adapter",
-                       base.get("dtype"), f"{name} v{version}" + (f" (@{alias})" if alias else ""),
-                       ckpt.content_hash)
-
-
-def _run_checkpoint_source(spec: str, tracker: Any, workdir: Path) -> ModelSource:
-    run_id, _, path = spec.removeprefix("runs:/").partition("/")
-    found = [c for c in tracker.list_checkpoints(run_id) if c.artifact_path == path.rstrip("/")]
-    if not found:
-        raise ValueError(f"{spec}: no complete checkpoint at that path of MLflow run {run_id} "
-                         f"in {tracker.tracking_uri}")
-    folder = tracker.load_checkpoint(found[0], workdir / f"{run_id}-{found[0].step}")
-    return ModelSource(spec, "checkpoint", None, folder / "adapter", None,
-                       f"checkpoint {spec}", found[0].content_hash)
-
-
-def resolve_source(spec: str, cfg: TrainConfig, workdir: Path, tracker: Any = None
-                   ) -> ModelSource:
-    """Where ``spec`` (see the module docstring) points; downloads and verifies adapters."""
-    from artifacts.checkpoints import verify_checkpoint_dir
-
-    spec = spec.strip()
-    alias, version = _ALIAS.match(spec), _VERSION.match(spec)
-    if alias or version:
-        uri = f"models:/{'@'.join(alias.groups())}" if alias else spec
-        return _registry_source(spec, uri, _tracker(cfg, tracker), workdir)
-    if spec.startswith("runs:/"):
-        return _run_checkpoint_source(spec, _tracker(cfg, tracker), workdir)
-    path = Path(spec)
-    if (path / "checkpoint.json").is_file():
-        info = verify_checkpoint_dir(path)
-        return ModelSource(spec, "checkpoint", None, path / "adapter", None,
-                           f"checkpoint {path} (step {info.step})", info.content_hash)
-    if (path / "adapter_config.json").is_file():
-        return ModelSource(spec, "adapter", None, path, None, f"adapter {path}")
-    return ModelSource(spec, "base", spec, None, None, f"base model {spec} (no adapter)")
-
-
-def _sibling(spec: str) -> str | None:
-    """``x-generator@alias`` -> ``x-discriminator@alias`` (aliases mean the same across roles;
-    version numbers do not, so a version has no sibling)."""
-    m = _ALIAS.match(spec)
-    if not m or not m.group(1).endswith("-generator"):
-        return None
-    return f"{m.group(1).removesuffix('-generator')}-discriminator@{m.group(2)}"
-
-
 def _lora_from_adapter(folder: Path, fallback: LoraConfig) -> LoraConfig:
     """The adapter's own rank, alpha and targets: ``Policies.load_adapter`` refuses others."""
     data = json.loads((folder / "adapter_config.json").read_text())
@@ -156,24 +51,6 @@ def _lora_from_adapter(folder: Path, fallback: LoraConfig) -> LoraConfig:
     targets = tuple(sorted(targets)) if isinstance(targets, list | tuple) else None
     return replace(fallback, r=int(data.get("r", fallback.r)),
                    alpha=int(data.get("lora_alpha", fallback.alpha)), target_modules=targets)
-
-
-def direct_prompt(tokenizer: Any, problem: Problem, max_context_tokens: int) -> Any:
-    """The single-stage baseline's prompt: the stage-5 (code) instruction with no earlier
-    stages, fitted like every other prompt. Uses the private builders of ``models.stages`` and
-    ``models.prompts`` (``generator_prompt`` insists on the full chain); a public
-    ``direct_prompt`` there would be the better home."""
-    from models.prompts import _fit
-    from models.stages import GENERATOR_SYSTEM, _problem_block
-
-    instruction = get_stage(5).generator_prompt_template.format(entry_point=problem.entry_point)
-
-    def build(_texts: list[str | None], desc: str | None) -> list[dict[str, str]]:
-        return [{"role": "system", "content": GENERATOR_SYSTEM},
-                {"role": "user", "content": f"{_problem_block(problem, desc)}\n\n{instruction}"}]
-
-    return _fit(tokenizer, build, [], problem.description, max_context_tokens, keep_last=False,
-                who=f"direct prompt for problem {problem.id!r}")
 
 
 # --- results ---------------------------------------------------------------------------------
@@ -261,10 +138,10 @@ class InferenceEngine:
         gen = resolve_source(model or cfg.model.generator, cfg, workdir, tracker)
         disc = None
         if discriminator == "auto":
-            sibling = _sibling(gen.spec)
-            if sibling:
+            other = sibling(gen.spec)
+            if other:
                 try:
-                    disc = resolve_source(sibling, cfg, workdir, tracker)
+                    disc = resolve_source(other, cfg, workdir, tracker)
                 except ValueError:  # no discriminator under that alias: fresh adapter
                     disc = None
         elif discriminator:
@@ -331,7 +208,7 @@ class InferenceEngine:
 
     def _chains(self, pairs: list[tuple[Problem, int]], stages: Sequence[int], seed: int,
                 mode: str) -> tuple[list[list[str]], list[list[float]], list[list[bool]]]:
-        from models.prompts import generator_prompt
+        from models.prompts import direct_prompt, generator_prompt
 
         tokenizer = self.policies.tokenizer_for("generator")
         texts: list[list[str]] = [[] for _ in pairs]

@@ -20,7 +20,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from models.stages import Stage, discriminator_messages, generator_messages, get_stage
+from models.stages import (
+    Stage,
+    direct_messages,
+    discriminator_messages,
+    generator_messages,
+    get_stage,
+)
 from problems.model import Problem
 
 TRUNCATION_MARK = " ...[truncated]"
@@ -126,6 +132,15 @@ def generator_prompt(tokenizer, problem: Problem, stage: Stage | int,
                 lambda texts, desc: generator_messages(problem, stage, texts, description=desc),
                 previous, problem.description, max_context_tokens, keep_last=False,
                 who=f"generator prompt for problem {problem.id!r} stage {stage.id}")
+
+
+def direct_prompt(tokenizer, problem: Problem, max_context_tokens: int) -> Prompt:
+    """The single-stage baseline's prompt (:func:`models.stages.direct_messages`): the code
+    stage's instruction with no earlier stages, fitted to ``max_context_tokens`` like every
+    other prompt. With no chain to drop, only the description can be cut."""
+    return _fit(tokenizer, lambda _texts, desc: direct_messages(problem, description=desc),
+                [], problem.description, max_context_tokens, keep_last=False,
+                who=f"direct prompt for problem {problem.id!r}")
 
 
 def discriminator_prompt(tokenizer, problem: Problem, stage: Stage | int,

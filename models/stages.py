@@ -166,6 +166,19 @@ def generator_messages(problem: Problem, stage: Stage | int, previous: Sequence[
     if len(previous) != stage.id - 1:
         raise ValueError(f"stage {stage.id} needs the outputs of {stage.id - 1} previous "
                          f"stage(s), got {len(previous)}")
+    return _generator_messages(problem, stage, previous, description)
+
+
+def direct_messages(problem: Problem, *, description: str | None = None
+                    ) -> list[dict[str, str]]:
+    """Chat messages of the single-stage baseline: the code stage's instruction with no
+    earlier stages, i.e. what a model asked for code directly sees. Evaluation compares the
+    chain against it; :func:`generator_messages` refuses a code stage without its chain."""
+    return _generator_messages(problem, get_stage(CODE_STAGE), [], description)
+
+
+def _generator_messages(problem: Problem, stage: Stage, previous: Sequence[str | None],
+                        description: str | None) -> list[dict[str, str]]:
     parts = [_problem_block(problem, description)]
     chain = _chain_block("Your reasoning so far:", previous)
     if chain:

@@ -51,7 +51,7 @@ def randomise(policies, role: str, seed: int) -> None:
 
 
 def test_model_specs_resolve_to_the_right_kind(tiny_model_dir, tmp_path):
-    from models.inference import _sibling, resolve_source
+    from models.sources import resolve_source, sibling
 
     cfg = tiny_cfg(tiny_model_dir)
     base = resolve_source(str(tiny_model_dir), cfg, tmp_path)
@@ -60,9 +60,9 @@ def test_model_specs_resolve_to_the_right_kind(tiny_model_dir, tmp_path):
     (tmp_path / "ad").mkdir()
     (tmp_path / "ad" / "adapter_config.json").write_text("{}")
     assert resolve_source(str(tmp_path / "ad"), cfg, tmp_path).kind == "adapter"
-    assert _sibling("tiny-generator@champion") == "tiny-discriminator@champion"
-    assert _sibling("models:/tiny-generator@candidate") == "tiny-discriminator@candidate"
-    assert _sibling("models:/tiny-generator/3") is None  # versions differ across roles
+    assert sibling("tiny-generator@champion") == "tiny-discriminator@champion"
+    assert sibling("models:/tiny-generator@candidate") == "tiny-discriminator@candidate"
+    assert sibling("models:/tiny-generator/3") is None  # versions differ across roles
 
 
 def test_chain_end_to_end_on_the_tiny_model(engine, demo):

@@ -6,12 +6,14 @@ import pytest
 
 from models.prompts import (
     PromptTooLongError,
+    direct_prompt,
     discriminator_prompt,
     generator_prompt,
     render_messages,
 )
 from models.stages import (
     critique_messages,
+    direct_messages,
     discriminator_messages,
     generator_messages,
     get_all_stages,
@@ -60,6 +62,15 @@ def test_generator_messages_hold_problem_signature_and_previous_stages():
     assert "previous" not in generator_messages(PROBLEM, 1, [])[1]["content"].lower()
     with pytest.raises(ValueError, match="needs the outputs of 2"):
         generator_messages(PROBLEM, 3, ["only one"])
+
+
+def test_direct_messages_are_the_code_stage_without_a_chain():
+    messages = direct_messages(PROBLEM)
+    assert messages[0] == generator_messages(PROBLEM, 1, [])[0]  # the generator's system text
+    user = messages[1]["content"]
+    assert PROBLEM.function_signature in user and "fenced block" in user
+    assert "reasoning so far" not in user.lower()
+    assert user.endswith(get_stage(5).generator_prompt_template.format(entry_point="add"))
 
 
 def test_discriminator_messages_ask_for_asserts_with_the_stage_focus():
@@ -126,3 +137,14 @@ def test_discriminator_keeps_the_stage_under_test_longest(tokenizer):
 def test_prompt_too_long_is_a_clear_error(tokenizer):
     with pytest.raises(PromptTooLongError, match="max_context_tokens=64"):
         generator_prompt(tokenizer, PROBLEM, 1, [], 64)
+    with pytest.raises(PromptTooLongError, match="direct prompt for problem 'add'"):
+        direct_prompt(tokenizer, PROBLEM, 64)
+
+
+def test_direct_prompt_fits_by_cutting_only_the_description(tokenizer):
+    long_problem = Problem(**{**PROBLEM.__dict__, "description": "Add a and b. " * 200})
+    short = direct_prompt(tokenizer, PROBLEM, 4096)
+    assert short.dropped == () and "Stage 5 of 5" in short.text
+    prompt = direct_prompt(tokenizer, long_problem, short.n_tokens + 40)
+    assert len(prompt.dropped) == 1 and prompt.dropped[0].startswith("description:")
+    assert prompt.n_tokens <= short.n_tokens + 40 and PROBLEM.function_signature in prompt.text

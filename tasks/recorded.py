@@ -1,0 +1,209 @@
+"""A recorded step read back: its parts, its config and plan, the adapters it started from.
+
+What ``flows.replay`` (a stage replayed into ``<ID>.replay``) and ``flows.recover`` (a failed
+step finished in place) share. Both read the same Parquet parts, rebuild the run's config,
+put the adapters (and optimizers) where the step started, checked against the recorded
+``adapter_version``, and run a stage with the train flow's own tasks, so neither can drift from
+what training does.
+
+Anything that makes a step impossible to replay or finish raises ``ReplayError`` naming the
+missing file or adapter version.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import torch
+
+from artifacts.convert import ArtifactError
+from artifacts.store import RunStore
+from configs.schema import TrainConfig
+from tasks.execution import execute
+from tasks.rollout import generate_tests, rollout
+from tasks.runtime import CONFIG_FILE, RunContext
+from tasks.schedule import PlannedStep, plan
+from tasks.scoring import score
+from tasks.update import ppo_update_task
+
+STAGES = ("rollout", "tests", "execute", "rewards", "update")
+CHAIN_STAGES = (1, 2, 3, 4, 5)
+Part = tuple[str, str]  # (table, part)
+
+
+class ReplayError(Exception):
+    """A step cannot be replayed or finished; the message names the missing file or adapter
+    version."""
+
+
+# -- what each stage writes ---------------------------------------------------------------------
+
+def test_parts() -> list[Part]:
+    return [("tests", "baseline")] + [("tests", f"stage-{s}") for s in CHAIN_STAGES]
+
+
+def stage_outputs(stage: str, planned: PlannedStep) -> list[Part]:
+    if stage == "rollout":
+        return [("chains", f"generator-{s}") for s in CHAIN_STAGES]
+    if stage == "tests":
+        return [("chains", f"discriminator-{s}") for s in CHAIN_STAGES] + test_parts()
+    return {"execute": [("executions", "all")], "rewards": [("rewards", "all")],
+            "update": [("updates", planned.role)]}[stage]
+
+
+# -- reading parts ------------------------------------------------------------------------------
+
+def part_uri(store: RunStore, table: str, step: int, part: str) -> str:
+    return (f"{store.root.rstrip('/')}/run_id={store.run_id}/table={table}/step={step:06d}/"
+            f"part-{part}.parquet")
+
+
+def read_part(store: RunStore, table: str, step: int, part: str) -> pa.Table:
+    """One recorded part (checked against the manifest of a complete step), or ReplayError."""
+    manifest = store.manifest(step)
+    rel = f"table={table}/step={step:06d}/part-{part}.parquet"
+    listed = (any(e["path"] == rel for e in manifest["files"]) if manifest is not None
+              else part in store.list_parts(table, step))
+    if not listed:
+        raise ReplayError(f"{part_uri(store, table, step, part)}: missing (step {step} of run "
+                          f"{store.run_id} has no {table} part {part!r})")
+    try:
+        return store.read_table(table, step=step, part=part)
+    except ArtifactError as exc:
+        raise ReplayError(str(exc)) from None
+
+
+# -- config and adapter state -------------------------------------------------------------------
+
+def run_config(root: str, run_id: str, config: str | None = None,
+               overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+    """The run's config as stored by the train flow (or ``config`` + ``overrides`` for runs
+    recorded before configs were stored), with ``artifacts.root`` set to ``root``."""
+    from configs import ConfigError, load_config
+    from configs.loader import _deep_merge, config_from_dict, parse_override
+
+    store = RunStore(root, run_id)
+    try:
+        if config is not None:
+            cfg = load_config(config, list(overrides))
+        else:
+            data = store.read_json(CONFIG_FILE)
+            if data is None:
+                if not store.list_steps():
+                    raise ReplayError(f"{store.root}/run_id={run_id}: no such run")
+                raise ReplayError(f"{store.root}/run_id={run_id}/_run/{CONFIG_FILE}: missing (run "
+                                  "recorded before configs were stored); pass --config FILE "
+                                  "[--set key=value ...] with the config it ran with")
+            for item in overrides:
+                data = _deep_merge(data, parse_override(item), TrainConfig)
+            cfg = config_from_dict(data)
+    except (ConfigError, ArtifactError) as exc:
+        raise ReplayError(str(exc)) from None
+    return dataclasses.replace(cfg, artifacts=dataclasses.replace(cfg.artifacts, root=root))
+
+
+def planned_step(cfg: TrainConfig, step: int) -> PlannedStep:
+    steps = plan(cfg.schedule)
+    if not 1 <= step <= len(steps):
+        raise ReplayError(f"step={step}: the run's schedule has steps 1..{len(steps)}")
+    return steps[step - 1]
+
+
+def recorded_versions(store: RunStore, step: int) -> dict[str, str]:
+    """Adapter version each role sampled with at ``step`` (chains), or started its update from."""
+    found: dict[str, str] = {}
+    for table, column in (("updates", "adapter_version_before"), ("chains", "adapter_version")):
+        for part in store.list_parts(table, step):
+            try:
+                rows = store.read_table(table, step=step, part=part,
+                                        columns=["role", column]).to_pylist()
+            except ArtifactError:
+                continue  # an unreadable part: another part of the step says the same
+            for r in rows:
+                found.setdefault(r["role"], r[column])
+    return found
+
+
+def _mlflow_state(ctx: RunContext, step: int, roles: list[str], optimizers: bool) -> str | None:
+    """Load ``roles`` from the run's MLflow stage checkpoint of ``step``, if there is one."""
+    from mlflow.exceptions import MlflowException
+
+    from artifacts.checkpoints import ADAPTER_DIR, OPTIMIZER_FILE
+    from artifacts.tracking import TAG_RUN_ID, Tracker
+
+    try:
+        tracker = Tracker.from_config(ctx.cfg.tracking)
+        runs = tracker.client.search_runs([tracker.experiment_id],
+                                          f"tags.`{TAG_RUN_ID}` = '{ctx.run_id}'", max_results=1)
+        if not runs:
+            return None
+        found = {c.role: c for c in tracker.list_checkpoints(runs[0].info.run_id)
+                 if c.step == step}
+        if not all(r in found for r in roles):
+            return None
+        with tempfile.TemporaryDirectory() as tmp:
+            for role in roles:
+                local = tracker.load_checkpoint(found[role], Path(tmp) / role)
+                ctx.policies.load_adapter(role, local / ADAPTER_DIR)
+                if optimizers:
+                    ctx.optimizers[role].load_state_dict(
+                        torch.load(local / OPTIMIZER_FILE, weights_only=True))
+        return f"MLflow checkpoint of step {step} (run {runs[0].info.run_id})"
+    except (MlflowException, OSError, ArtifactError):
+        return None
+
+
+def load_start_state(ctx: RunContext, step: int, roles: list[str], expected: dict[str, str],
+                     *, optimizers: bool) -> dict[str, str]:
+    """Put ``roles``' adapters (and optimizers) where step ``step`` started: the state saved
+    after step-1, the fresh adapters for step 1, or the MLflow checkpoint of step-1. Checks each
+    against the recorded version; returns ``role -> "<version> (<source>)"``."""
+    prev = step - 1
+    folder = ctx.state_dir / f"step={prev:06d}"
+    if folder.is_dir():
+        for role in roles:
+            ctx.policies.load_adapter(role, folder / role)
+            if optimizers:
+                ctx.optimizers[role].load_state_dict(
+                    torch.load(folder / f"{role}-optimizer.pt", weights_only=True))
+        source = str(folder)
+    elif prev == 0 and not ctx.cfg.warm_start.enabled:
+        source = "fresh adapters (step 1 starts from the initialisation)"
+    else:
+        source = _mlflow_state(ctx, prev, roles, optimizers)
+        if source is None:
+            kept = ", ".join(f"step={s}" for s in ctx.state_steps()) or "none"
+            wanted = ", ".join(f"{expected[r]} ({r})" for r in roles if r in expected)
+            raise ReplayError(f"adapter version {wanted or '(unrecorded)'} of step {prev} is "
+                              f"gone: {folder} does not exist and MLflow has no checkpoint of "
+                              f"step {prev} (kept states: {kept})")
+    out = {}
+    for role in roles:
+        version = ctx.policies.adapter_version(role)
+        if role in expected and version != expected[role]:
+            raise ReplayError(f"adapter version {expected[role]} ({role}) of step {prev} is gone: "
+                              f"{source} holds {version}")
+        out[role] = f"{version} ({source})"
+    return out
+
+
+# -- running stages -----------------------------------------------------------------------------
+
+def run_stage(ctx: RunContext, planned: PlannedStep, stage: str) -> None:
+    """The train flow's tasks for one stage of ``planned``, on ``ctx.store``."""
+    step = planned.step
+    if stage == "rollout":
+        for s in CHAIN_STAGES:  # generator stage s reads only generator stages < s
+            rollout(ctx, step, s)
+    elif stage == "tests":
+        for s in CHAIN_STAGES:
+            generate_tests(ctx, step, s)
+    elif stage == "execute":
+        execute(ctx, step)
+    elif stage == "rewards":
+        score(ctx, step, planned.stage)
+    else:
+        ppo_update_task(ctx, step, planned.role, planned.stage)

@@ -193,8 +193,11 @@ class PPOConfig:
     """Weight of the k3 KL penalty to the reference policy (adapters disabled)."""
     epochs: int = 1
     """Passes over one step's rollouts."""
+    mini_batch_size: int = 0
+    """Sequences per optimizer step; 0 = the whole step's batch (one step per epoch). Smaller
+    mini-batches take several clipped steps per rollout, which is what PPO's clip is for."""
     micro_batch_size: int = 4
-    """Sequences per forward/backward; gradients accumulate over a step's batch."""
+    """Sequences per forward/backward; gradients accumulate over a mini-batch."""
     max_grad_norm: float = 1.0
     """Gradient clipping threshold."""
     weight_decay: float = 0.0
@@ -215,6 +218,8 @@ class PPOConfig:
                "must be in (0, 1)")
         _check(self.kl_coef >= 0, "ppo.kl_coef", self.kl_coef, "must be >= 0")
         _check(self.epochs >= 1, "ppo.epochs", self.epochs, "must be >= 1")
+        _check(self.mini_batch_size >= 0, "ppo.mini_batch_size", self.mini_batch_size,
+               "must be >= 0 (0 = the whole batch)")
         _check(self.micro_batch_size >= 1, "ppo.micro_batch_size", self.micro_batch_size,
                "must be >= 1")
         _check(self.max_grad_norm > 0, "ppo.max_grad_norm", self.max_grad_norm, "must be > 0")

@@ -225,11 +225,31 @@ def make_optimizer(params: Iterable[nn.Parameter], cfg: PPOConfig) -> torch.opti
     return torch.optim.AdamW(trainable, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
 
 
-def _micro_batches(batch: Mapping[str, Any], size: int) -> list[dict[str, Any]]:
-    """Row slices of every tensor with the batch's leading dimension; other values as they are."""
+def _select(batch: Mapping[str, Any], rows: Tensor) -> dict[str, Any]:
+    """``rows`` of every tensor with the batch's leading dimension; other values as they are."""
     B = batch["loss_mask"].shape[0]
-    return [{k: v[i:i + size] if isinstance(v, Tensor) and v.dim() and v.shape[0] == B else v
-             for k, v in batch.items()} for i in range(0, B, size)]
+    return {k: v[rows] if isinstance(v, Tensor) and v.dim() and v.shape[0] == B else v
+            for k, v in batch.items()}
+
+
+def _micro_batches(batch: Mapping[str, Any], size: int) -> list[dict[str, Any]]:
+    """Consecutive row slices of ``size`` sequences (the last may be shorter)."""
+    B = batch["loss_mask"].shape[0]
+    return [_select(batch, torch.arange(i, min(i + size, B))) for i in range(0, B, size)]
+
+
+def mini_batch_rows(n: int, size: int) -> list[Tensor]:
+    """Row indices of each optimizer step's mini-batch: ``ceil(n / size)`` strided sets.
+
+    Strided rather than consecutive, so every mini-batch mixes the problems (rows come grouped
+    by problem); deterministic, so a replayed update is the same update. ``size`` 0 (or >= n)
+    is one mini-batch of every row.
+
+    >>> [r.tolist() for r in mini_batch_rows(6, 2)]
+    [[0, 3], [1, 4], [2, 5]]
+    """
+    m = 1 if size <= 0 else -(-n // size)
+    return [torch.arange(j, n, m) for j in range(m)]
 
 
 def ppo_update(policy_logprobs_fn: PolicyFn, params: Iterable[nn.Parameter],
@@ -292,27 +312,35 @@ def ppo_update(policy_logprobs_fn: PolicyFn, params: Iterable[nn.Parameter],
     if n_tokens == 0:
         return stats | {"skipped": 1.0}
 
-    # 4. Epochs over micro-batches, accumulating the gradient of the batch's token mean:
-    #    each micro-batch's mean is weighted by its share of the trained tokens.
+    # 4. Epochs over mini-batches, one clipped optimizer step each. A mini-batch's gradient is
+    #    that of its token mean, accumulated over micro-batches weighted by their token share.
     sums: dict[str, float] = {}
     grad_norms = []
     for _ in range(cfg.epochs):
-        optimizer.zero_grad(set_to_none=True)
-        for mb in _micro_batches(batch, cfg.micro_batch_size):
-            share = float(mb["loss_mask"].sum()) / n_tokens
-            if share == 0:
+        for rows in mini_batch_rows(B, cfg.mini_batch_size):
+            mini = _select(batch, rows)
+            mini_tokens = float(mini["loss_mask"].sum())
+            if mini_tokens == 0:
                 continue
-            logprobs, entropy, values = policy_logprobs_fn(mb)             # (b, T) each
-            loss, mb_stats = ppo_loss(
-                logprobs, mb["old_logprobs"], mb["ref_logprobs"], mb["advantages"],
-                mb["loss_mask"], clip_eps=cfg.clip_epsilon, kl_coef=cfg.kl_coef,
-                entropy=entropy, values=values if gae_mode else None,
-                returns=mb.get("returns"), value_coef=cfg.value_coef)
-            (loss * share).backward()
-            for k, v in mb_stats.items():
-                sums[k] = sums.get(k, 0.0) + v * share / cfg.epochs
-        # 5. Clip the accumulated gradient (report its norm before clipping) and step.
-        grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)))
-        optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            for mb in _micro_batches(mini, cfg.micro_batch_size):
+                share = float(mb["loss_mask"].sum()) / mini_tokens
+                if share == 0:
+                    continue
+                logprobs, entropy, values = policy_logprobs_fn(mb)         # (b, T) each
+                loss, mb_stats = ppo_loss(
+                    logprobs, mb["old_logprobs"], mb["ref_logprobs"], mb["advantages"],
+                    mb["loss_mask"], clip_eps=cfg.clip_epsilon, kl_coef=cfg.kl_coef,
+                    entropy=entropy, values=values if gae_mode else None,
+                    returns=mb.get("returns"), value_coef=cfg.value_coef)
+                (loss * share).backward()
+                for k, v in mb_stats.items():
+                    sums[k] = sums.get(k, 0.0) + v * share
+            # 5. Clip the accumulated gradient (report its norm before clipping) and step.
+            grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)))
+            optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    return stats | sums | {"grad_norm": sum(grad_norms) / len(grad_norms), "skipped": 0.0}
+    n_steps = len(grad_norms)
+    sums = {k: v / n_steps for k, v in sums.items()}                      # mean over steps
+    return stats | sums | {"grad_norm": sum(grad_norms) / n_steps,
+                           "optimizer_steps": float(n_steps), "skipped": 0.0}

@@ -278,6 +278,30 @@ def test_micro_batches_accumulate_to_the_full_batch_gradient():
         assert stats["kl_ref"] == pytest.approx(results[0][1]["kl_ref"], rel=1e-5)
 
 
+def test_mini_batches_take_one_step_each_on_their_strided_rows():
+    """mini_batch_size=2 on 6 rows: 3 SGD steps on rows {0,3}, {1,4}, {2,5}, in that order,
+    each the full-batch update of those rows alone (the clip now bites on later steps)."""
+    batch = dict(toy_batch(), advantages=torch.linspace(-1, 1, 6))
+    cfg = PPOConfig(mini_batch_size=2, micro_batch_size=1, kl_coef=0.1, max_grad_norm=1e6,
+                    clip_epsilon=0.05)
+    policy = TablePolicy()
+    ref = policy(batch)[0].detach() + 0.1
+    with torch.no_grad():
+        old = policy(batch)[0]
+    stats = ppo_update(policy, policy.parameters(), torch.optim.SGD(policy.parameters(), lr=0.5),
+                       dict(batch, old_logprobs=old), cfg, ref)
+    assert stats["optimizer_steps"] == 3.0
+    assert stats["clip_fraction"] > 0                # steps 2 and 3 start off-policy
+
+    manual = TablePolicy()
+    opt = torch.optim.SGD(manual.parameters(), lr=0.5)
+    whole = PPOConfig(kl_coef=0.1, max_grad_norm=1e6, clip_epsilon=0.05)
+    for rows in ([0, 3], [1, 4], [2, 5]):
+        sub = {k: v[rows] for k, v in dict(batch, old_logprobs=old).items()}
+        ppo_update(manual, manual.parameters(), opt, sub, whole, ref[rows])
+    torch.testing.assert_close(policy.logits.detach(), manual.logits.detach())
+
+
 def test_gradient_is_clipped_and_its_norm_reported():
     policy, batch = TablePolicy(), toy_batch()
     cfg = PPOConfig(max_grad_norm=1e-3, kl_coef=0.0)

@@ -204,7 +204,9 @@ class PPOConfig:
     """AdamW weight decay."""
     advantage: str = "group"
     """``group``: reward minus the mean over a problem's samples (scaled by their std);
-    ``gae``: generalised advantage estimation with a value head."""
+    ``gae``: generalised advantage estimation with a value head per role (a linear layer on the
+    final hidden states, trained with the adapter and saved inside its folder as
+    ``value_head.safetensors``)."""
     gamma: float = 1.0
     """Discount for GAE."""
     lam: float = 0.95

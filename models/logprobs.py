@@ -36,6 +36,8 @@ class TokenLogprobs:
     """``(B, T)`` bool: True on real response tokens."""
     entropy: torch.Tensor | None = None
     """``(B, T)`` float32 entropy of the sampling distribution, when asked for."""
+    values: torch.Tensor | None = None
+    """``(B, T)`` float32 value estimates, when a value head was given (GAE)."""
 
 
 def pack(prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]],
@@ -163,7 +165,7 @@ def _chunk_stats(head, config, hidden: torch.Tensor, targets: torch.Tensor, temp
 
 
 def _micro_batch(model, input_ids, attention, targets, p_len, temperature, top_p,
-                 with_entropy, chunk_tokens) -> torch.Tensor:
+                 with_entropy, chunk_tokens, value_head=None) -> torch.Tensor:
     decoder, head, config = _split(model)
     position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
     hidden = decoder(input_ids=input_ids, attention_mask=attention, position_ids=position_ids,
@@ -187,13 +189,17 @@ def _micro_batch(model, input_ids, attention, targets, p_len, temperature, top_p
         # them in backward: only one chunk of vocabulary-sized activations is alive at a time.
         pieces.append(checkpoint(_chunk_stats, *args, use_reentrant=False) if recompute
                       else _chunk_stats(*args))
-    return torch.cat(pieces, dim=1)  # (B, T, 1 or 2)
+    stats = torch.cat(pieces, dim=1)  # (B, T, 1 or 2)
+    if value_head is not None:  # the value of the state before each response token
+        stats = torch.cat([stats, value_head(hidden.float()).unsqueeze(-1)], dim=-1)
+    return stats
 
 
 def response_logprobs(model, prompt_ids: Sequence[Sequence[int]],
                       response_ids: Sequence[Sequence[int]], *, temperature: float,
                       pad_token_id: int, top_p: float = 1.0, micro_batch_size: int = 8,
-                      chunk_tokens: int = 256, with_entropy: bool = False) -> TokenLogprobs:
+                      chunk_tokens: int = 256, with_entropy: bool = False,
+                      value_head=None) -> TokenLogprobs:
     """Log-probs ``(B, T)`` of ``response_ids`` given ``prompt_ids`` (see module docstring).
 
     Differentiable when called with gradients enabled (PPO); wrap in ``torch.no_grad()`` for
@@ -202,7 +208,9 @@ def response_logprobs(model, prompt_ids: Sequence[Sequence[int]],
     :func:`packed_logprobs`) once per micro-batch and back-propagate each. ``chunk_tokens``
     bounds the rows of each vocabulary-sized logits chunk: the fused path holds one float32
     ``(chunk_tokens, vocab)`` tensor at a time (156 MB at 256 rows for Qwen's 151,936-token
-    vocabulary), the checkpointed path (entropy, unusual heads) about four.
+    vocabulary), the checkpointed path (entropy, unusual heads) about four. ``value_head``
+    (a module ``(B, T, H) -> (B, T)``, for GAE) also maps the same final hidden states to
+    ``values``; its gradient flows into the adapters as well.
     """
     if temperature <= 0:
         raise ValueError(f"temperature={temperature!r}: must be > 0")
@@ -210,22 +218,24 @@ def response_logprobs(model, prompt_ids: Sequence[Sequence[int]],
         raise ValueError(f"top_p={top_p!r}: must be in (0, 1]")
     device = next(model.parameters()).device
     width = max((len(r) for r in response_ids), default=0)
+    channels = 1 + with_entropy + (value_head is not None)  # logp[, entropy][, value]
     outs, masks = [], []
     for start in range(0, len(prompt_ids), micro_batch_size):
         input_ids, attention, targets, mask, p_len = pack(
             prompt_ids[start:start + micro_batch_size],
             response_ids[start:start + micro_batch_size], pad_token_id, device, width)
         if width == 0:
-            stats = torch.zeros((*targets.shape, 1 + with_entropy), device=device)
+            stats = torch.zeros((*targets.shape, channels), device=device)
         else:
             stats = _micro_batch(model, input_ids, attention, targets, p_len, temperature, top_p,
-                                 with_entropy, chunk_tokens)
+                                 with_entropy, chunk_tokens, value_head)
         outs.append(stats.masked_fill(~mask.unsqueeze(-1), 0.0))
         masks.append(mask)
-    stats = torch.cat(outs) if outs else torch.zeros((0, width, 1 + with_entropy))
+    stats = torch.cat(outs) if outs else torch.zeros((0, width, channels))
     return TokenLogprobs(logprobs=stats[..., 0], mask=torch.cat(masks) if masks else
                          torch.zeros((0, width), dtype=torch.bool),
-                         entropy=stats[..., 1] if with_entropy else None)
+                         entropy=stats[..., 1] if with_entropy else None,
+                         values=stats[..., -1] if value_head is not None else None)
 
 
 def packed_batch(prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]],

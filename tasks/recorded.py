@@ -17,7 +17,6 @@ import tempfile
 from pathlib import Path
 
 import pyarrow as pa
-import torch
 
 from artifacts.convert import ArtifactError
 from artifacts.store import RunStore
@@ -147,10 +146,8 @@ def _mlflow_state(ctx: RunContext, step: int, roles: list[str], optimizers: bool
         with tempfile.TemporaryDirectory() as tmp:
             for role in roles:
                 local = tracker.load_checkpoint(found[role], Path(tmp) / role)
-                ctx.policies.load_adapter(role, local / ADAPTER_DIR)
-                if optimizers:
-                    ctx.optimizers[role].load_state_dict(
-                        torch.load(local / OPTIMIZER_FILE, weights_only=True))
+                ctx.load_role(role, local / ADAPTER_DIR,
+                              local / OPTIMIZER_FILE if optimizers else None)
         return f"MLflow checkpoint of step {step} (run {runs[0].info.run_id})"
     except (MlflowException, OSError, ArtifactError):
         return None
@@ -165,10 +162,8 @@ def load_start_state(ctx: RunContext, step: int, roles: list[str], expected: dic
     folder = ctx.state_dir / f"step={prev:06d}"
     if folder.is_dir():
         for role in roles:
-            ctx.policies.load_adapter(role, folder / role)
-            if optimizers:
-                ctx.optimizers[role].load_state_dict(
-                    torch.load(folder / f"{role}-optimizer.pt", weights_only=True))
+            ctx.load_role(role, folder / role,
+                          folder / f"{role}-optimizer.pt" if optimizers else None)
         source = str(folder)
     elif prev == 0 and not ctx.cfg.warm_start.enabled:
         source = "fresh adapters (step 1 starts from the initialisation)"

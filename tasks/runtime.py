@@ -22,6 +22,7 @@ from rewards.mutants import Mutant, make_mutants
 from tasks.schedule import ROLES, derive_seed
 
 STATE_KEEP = 2  # resume states kept per run: the last complete step's and the one after it
+VALUE_HEAD_FILE = "value_head.safetensors"  # inside a role's adapter folder (GAE runs only)
 CONFIG_FILE = "config.json"  # the resolved config, in the run store's ``_run/`` (replays)
 
 
@@ -51,15 +52,11 @@ class RunContext:
     tracker: Any = None           # artifacts.tracking.Tracker
     mlflow_run_id: str | None = None
     optimizers: dict[str, torch.optim.Optimizer] = field(default_factory=dict)
+    value_heads: dict[str, torch.nn.Module] = field(default_factory=dict)  # GAE only
     _mutants: dict[str, list[Mutant]] = field(default_factory=dict)
 
     @classmethod
     def open(cls, cfg: TrainConfig, run_id: str, *, load_models: bool = True) -> RunContext:
-        if cfg.ppo.advantage == "gae":  # refuse now rather than fail at the first update
-            from configs import ConfigError
-
-            raise ConfigError("ppo.advantage='gae': models/ppo.py implements GAE, but the "
-                              "training flow does not carry a value head yet; use 'group'")
         ctx = cls(cfg=cfg, run_id=run_id, store=RunStore(cfg.artifacts.root, run_id),
                   problems=load_run_problems(cfg))
         if load_models:
@@ -69,14 +66,53 @@ class RunContext:
     # -- models ----------------------------------------------------------------------------
     def load_policies(self) -> None:
         from models.policy import Policies
-        from models.ppo import make_optimizer
+        from models.ppo import ValueHead, make_optimizer
 
         if self.cfg.model.cpu_threads:
             torch.set_num_threads(self.cfg.model.cpu_threads)
 
         self.policies = Policies.load(self.cfg.model, self.cfg.lora)
-        self.optimizers = {role: make_optimizer(self.policies.trainable_parameters(role),
-                                                self.cfg.ppo) for role in ROLES}
+        if self.cfg.ppo.advantage == "gae":  # one value head per role, on its final hidden states
+            for role in ROLES:
+                model = self.policies.model_for(role)
+                device = next(model.parameters()).device
+                self.value_heads[role] = ValueHead(model.config.hidden_size).to(device)
+        self.optimizers = {role: make_optimizer(self.trainable_parameters(role), self.cfg.ppo)
+                           for role in ROLES}
+
+    def trainable_parameters(self, role: str) -> list[torch.nn.Parameter]:
+        """What PPO trains for ``role``: its LoRA adapter, plus its value head under GAE."""
+        head = self.value_heads.get(role)
+        return self.policies.trainable_parameters(role) + (
+            list(head.parameters()) if head is not None else [])
+
+    def save_role(self, role: str, folder: Path) -> None:
+        """``role``'s adapter (with its value head inside the adapter folder, so stage
+        checkpoints carry it too) and optimizer into ``folder``."""
+        self.policies.save_adapter(role, folder / role)
+        if role in self.value_heads:
+            from safetensors.torch import save_file
+
+            save_file({k: v.detach().cpu().contiguous()
+                       for k, v in self.value_heads[role].state_dict().items()},
+                      folder / role / VALUE_HEAD_FILE)
+        torch.save(self.optimizers[role].state_dict(), folder / f"{role}-optimizer.pt")
+
+    def load_role(self, role: str, adapter_dir: Path, optimizer_file: Path | None) -> None:
+        """Inverse of :meth:`save_role` (the optimizer only when ``optimizer_file`` is given):
+        from a resume state folder or a downloaded stage checkpoint."""
+        self.policies.load_adapter(role, adapter_dir)
+        if role in self.value_heads:
+            from safetensors.torch import load_file
+
+            path = adapter_dir / VALUE_HEAD_FILE
+            if not path.is_file():
+                raise FileNotFoundError(f"{path}: ppo.advantage='gae' but this state has no "
+                                        f"value head for {role}")
+            head = self.value_heads[role]
+            head.load_state_dict(load_file(path, device=str(head.proj.weight.device)))
+        if optimizer_file is not None:
+            self.optimizers[role].load_state_dict(torch.load(optimizer_file, weights_only=True))
 
     # -- problems --------------------------------------------------------------------------
     @property
@@ -107,8 +143,7 @@ class RunContext:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         for role in ROLES:
-            self.policies.save_adapter(role, tmp / role)
-            torch.save(self.optimizers[role].state_dict(), tmp / f"{role}-optimizer.pt")
+            self.save_role(role, tmp)
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
         for old in sorted(self.state_dir.glob("step=*"))[:-STATE_KEEP]:
@@ -123,9 +158,7 @@ class RunContext:
         if not folder.is_dir():
             raise FileNotFoundError(f"{folder}: no resume state for step {step}")
         for role in ROLES:
-            self.policies.load_adapter(role, folder / role)
-            opt_state = torch.load(folder / f"{role}-optimizer.pt", weights_only=True)
-            self.optimizers[role].load_state_dict(opt_state)
+            self.load_role(role, folder / role, folder / f"{role}-optimizer.pt")
 
 
 # -- run lifecycle (called by the flow) -------------------------------------------------------

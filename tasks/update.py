@@ -3,7 +3,9 @@
 The batch is the role's outputs at the trained stage only (stages before it were sampled
 without gradients and stay frozen; the loss mask covers exactly these response tokens); its
 old log-probs are those recorded at sampling time, the reference log-probs come from the same
-model with adapters disabled. The maths is ``models.ppo.ppo_update``.
+model with adapters disabled. Under ``ppo.advantage=gae`` the role's value head (from the run
+context) reads the same hidden states and is trained with the adapter. The maths is
+``models.ppo.ppo_update``.
 """
 
 from __future__ import annotations
@@ -50,8 +52,10 @@ def build_batch(chains: list[dict[str, Any]], rewards: list[dict[str, Any]], rol
     }
 
 
-def logprob_fn(ctx: RunContext, role: str, batch: dict[str, Any], model: Any):
-    """``micro_batch -> (logprobs (b, T), entropy (b, T), None)`` on the batch's tokens."""
+def logprob_fn(ctx: RunContext, role: str, batch: dict[str, Any], model: Any,
+               value_head: Any = None):
+    """``micro_batch -> (logprobs (b, T), entropy (b, T), values (b, T) or None)`` on the
+    batch's tokens (values when ``value_head`` is given: GAE)."""
     from models.logprobs import response_logprobs
 
     sampling = ctx.cfg.sampling
@@ -64,11 +68,13 @@ def logprob_fn(ctx: RunContext, role: str, batch: dict[str, Any], model: Any):
                                 [batch["response_ids"][r] for r in rows],
                                 temperature=sampling.temperature, top_p=sampling.top_p,
                                 pad_token_id=pad, micro_batch_size=len(rows),
-                                with_entropy=True)
+                                with_entropy=True, value_head=value_head)
         pad_cols = width - out.logprobs.shape[1]                          # (b, t) -> (b, T)
         logprobs = torch.nn.functional.pad(out.logprobs, (0, pad_cols))
         entropy = torch.nn.functional.pad(out.entropy, (0, pad_cols))
-        return logprobs, entropy, None
+        values = None if out.values is None else torch.nn.functional.pad(out.values,
+                                                                         (0, pad_cols))
+        return logprobs, entropy, values
     return fn
 
 
@@ -87,8 +93,9 @@ def run_update(ctx: RunContext, step: int, role: str, stage: int) -> dict[str, A
     model = policies.model_for(role)
     model.train()
     try:
-        stats = ppo_update(logprob_fn(ctx, role, batch, model), policies.trainable_parameters(role),
-                           ctx.optimizers[role], batch, ctx.cfg.ppo, ref)
+        stats = ppo_update(logprob_fn(ctx, role, batch, model, ctx.value_heads.get(role)),
+                           ctx.trainable_parameters(role), ctx.optimizers[role], batch,
+                           ctx.cfg.ppo, ref)
     finally:
         model.eval()
     return {

@@ -182,6 +182,38 @@ def test_chunked_gradients_and_entropy_equal_naive(policies, prompts):
     assert torch.equal(ours.entropy[~mask], torch.zeros_like(ours.entropy[~mask]))
 
 
+def test_value_head_reads_the_states_before_each_response_token(policies, prompts):
+    """Values are the head applied to the decoder's final hidden state at the position that
+    predicts each response token; log-probs are unchanged by asking for them; the value
+    gradient reaches both the head and the adapter."""
+    from models.ppo import ValueHead
+
+    gens = run(policies, prompts).generations
+    model = policies.model_for("generator")
+    args = ([g.prompt_ids for g in gens], [g.response_ids for g in gens])
+    pad = policies.tokenizer.pad_token_id
+    head = ValueHead(model.config.hidden_size)
+    torch.nn.init.normal_(head.proj.weight, generator=torch.Generator().manual_seed(0))
+    plain = response_logprobs(model, *args, temperature=0.7, pad_token_id=pad)
+    out = response_logprobs(model, *args, temperature=0.7, pad_token_id=pad,
+                            micro_batch_size=2, with_entropy=True, value_head=head)
+    assert plain.values is None and out.values.shape == out.logprobs.shape
+    assert torch.allclose(out.logprobs, plain.logprobs, atol=1e-6)
+    with torch.no_grad():
+        from models.logprobs import pack
+
+        input_ids, attention, targets, mask, p_len = pack(*args, pad, torch.device("cpu"))
+        position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
+        hidden = model(input_ids=input_ids, attention_mask=attention, position_ids=position_ids,
+                       output_hidden_states=True).hidden_states[-1][:, p_len - 1:-1]
+    assert torch.allclose(out.values[mask], head(hidden)[mask], atol=1e-5)
+    assert torch.equal(out.values[~mask], torch.zeros_like(out.values[~mask]))
+    lora = policies.trainable_parameters("generator")
+    grads = torch.autograd.grad(out.values.sum(), [head.proj.weight, *lora], allow_unused=True)
+    assert grads[0].abs().sum() > 0 and any(g is not None and g.abs().sum() > 0
+                                            for g in grads[1:])
+
+
 def test_reference_logprobs_differ_from_the_adapted_policy(policies, prompts):
     gens = run(policies, prompts[:2]).generations
     adapted = teacher_forced(policies, gens, temperature=0.7)

@@ -138,13 +138,3 @@ def test_update_batch_scores_the_trained_stage_tokens() -> None:
     assert build_batch(chains, rewards, "discriminator")["scores"].tolist() == [-1.0, 0.0, -0.5]
     with pytest.raises(ValueError, match="no generator rollouts"):
         build_batch(chains, [], "generator")
-
-
-def test_gae_without_a_value_head_is_refused_at_start(tmp_path) -> None:
-    from configs import ConfigError, load_config
-    from tasks.runtime import RunContext
-
-    cfg = load_config("configs/minimal.yaml", ["ppo.advantage=gae",
-                                               f"artifacts.root={tmp_path}"])
-    with pytest.raises(ConfigError, match="ppo.advantage='gae'"):
-        RunContext.open(cfg, "gae-run", load_models=False)

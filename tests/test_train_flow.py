@@ -69,6 +69,54 @@ def test_flow_trains_stage_by_stage_and_records_everything(prefect_harness, tiny
         assert tracker.alias_version(name, "champion") is not None
 
 
+def test_gae_trains_a_value_head_that_is_saved_and_restored(prefect_harness, tiny_model_dir,
+                                                             tmp_path, monkeypatch):
+    """ppo.advantage=gae: the update fits a value head next to the adapter; the head rides in
+    the resume state and in the stage checkpoint, and a restored run gets it back exactly."""
+    from safetensors.torch import load_file
+
+    from artifacts.checkpoints import ADAPTER_DIR
+    from artifacts.tracking import Tracker
+    from configs import load_config
+    from flows.train import train
+    from tasks.runtime import VALUE_HEAD_FILE, RunContext
+
+    monkeypatch.chdir(tmp_path)
+    sets = overrides(tiny_model_dir, tmp_path) + [
+        "ppo.advantage=gae", "schedule.stages=[1]", "tracking.register_models=false",
+        # An untrained model writes no code: pass_rate would be 0 everywhere and leave nothing
+        # to fit. The seed's shifted reward gives those samples -0.5.
+        "rewards.generator={shifted_pass_rate: 1.0}"]
+    summary = train(config=str(REPO / "configs/minimal.yaml"), overrides=sets, run_id="gae-test")
+    store = RunStore(str(tmp_path / "runs"), "gae-test")
+    updates = store.read("updates")
+    assert list(updates["role"]) == ["discriminator", "generator"]
+    assert updates["value_loss"].notna().all()
+    assert updates.set_index("role").loc["generator", "value_loss"] > 0
+
+    cfg = load_config(str(REPO / "configs/minimal.yaml"), sets)
+    ctx = RunContext.open(cfg, "gae-test")
+    saved = ctx.state_dir / "step=000002"
+    assert load_file(saved / "generator" / VALUE_HEAD_FILE)["proj.bias"].abs().sum() > 0
+    for role in ("generator", "discriminator"):                # zero-initialised when loaded
+        assert ctx.value_heads[role].proj.weight.abs().sum() == 0
+    ctx.restore_state(2)
+    for role in ("generator", "discriminator"):
+        restored = ctx.value_heads[role].state_dict()
+        for name, tensor in load_file(saved / role / VALUE_HEAD_FILE).items():
+            assert restored[name].equal(tensor), (role, name)
+        # The optimizer covers the head too: its state has one entry per trained tensor.
+        assert len(ctx.optimizers[role].state_dict()["state"]) == len(
+            ctx.trainable_parameters(role))
+    tracker = Tracker(summary["mlflow_tracking_uri"], "minimal")
+    ckpt = tracker.latest_checkpoint(summary["mlflow_run_id"], "generator")
+    local = tracker.load_checkpoint(ckpt, tmp_path / "ckpt")
+    assert (local / ADAPTER_DIR / VALUE_HEAD_FILE).is_file()   # the stage checkpoint has it
+    (saved / "generator" / VALUE_HEAD_FILE).unlink()
+    with pytest.raises(FileNotFoundError, match="no value head for generator"):
+        ctx.restore_state(2)
+
+
 def test_killed_run_resumes_without_losing_or_repeating_a_step(tiny_model_dir, tmp_path):
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONPATH": str(REPO)}
     cmd = [sys.executable, "-m", "flows.train", "--config", str(REPO / "configs/minimal.yaml"),

@@ -1,5 +1,14 @@
 """Parquet schemas and the run-scoped artifact store; MLflow helpers live in
-``artifacts.tracking`` (imported on demand: it is the only module that imports mlflow)."""
+``artifacts.tracking`` and ``artifacts.registry`` (imported on demand: the only modules that
+import mlflow)."""
+
+import os
+
+# Here, because a package's __init__ runs before any of its modules: MLflow reads these when it
+# is imported. The machines this runs on are offline: no telemetry, no bars in task logs.
+os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 from artifacts.convert import ArtifactError, SchemaError
 from artifacts.fsutil import resolve_root

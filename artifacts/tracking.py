@@ -1,9 +1,11 @@
-"""MLflow tracking: runs, params, namespaced metrics, LoRA checkpoints and the model registry.
+"""MLflow tracking: runs, params, namespaced metrics, LoRA checkpoints and (through
+``artifacts.registry``) the model registry.
 
-The only project module that imports mlflow (besides ``lora_pyfunc.py``, the model-from-code
-file MLflow itself executes when loading a registered version). Every call goes through an
-``MlflowClient`` with an explicit run id: the fluent API keeps an active run per thread and is
-not safe inside concurrently running Prefect tasks.
+With ``registry.py``, the only project modules that import mlflow (besides ``lora_pyfunc.py``,
+the model-from-code file MLflow itself executes when loading a registered version); callers
+catch ``MlflowException`` from here. Every call goes through an ``MlflowClient`` with an
+explicit run id: the fluent API keeps an active run per thread and is not safe inside
+concurrently running Prefect tasks.
 
 Where things live (defaults): tracking + registry in ``sqlite:///<repo>/mlflow.db``, artifacts in
 ``<repo>/mlartifacts/``. ``TrackingConfig.tracking_uri`` overrides, then ``$MLFLOW_TRACKING_URI``.
@@ -21,52 +23,41 @@ Open the UI with ``mlflow ui --backend-store-uri sqlite:///mlflow.db --host 127.
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
-# Before mlflow is imported: it reads these at import time. Offline system: no telemetry.
-os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
-os.environ.setdefault("DO_NOT_TRACK", "1")
-os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bars in task logs
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.exceptions import MlflowException  # noqa: F401  (re-exported for callers)
 
-import importlib.metadata  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import re  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
-from collections.abc import Mapping  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-
-import mlflow  # noqa: E402
-import mlflow.artifacts  # noqa: E402
-import mlflow.pyfunc  # noqa: E402
-from mlflow import MlflowClient  # noqa: E402
-from mlflow.entities import LoggedModelOutput, Metric, Param, RunTag  # noqa: E402
-from mlflow.exceptions import MlflowException  # noqa: E402
-from mlflow.models import Model, ModelSignature  # noqa: E402
-from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema  # noqa: E402
-
-from artifacts.checkpoints import (  # noqa: E402
-    ADAPTER_DIR,
+from artifacts.checkpoints import (
     CheckpointCorruptError,
     CheckpointInfo,
     read_checkpoint_info,
     verify_checkpoint_dir,
     write_checkpoint_dir,
 )
+from artifacts.registry import (  # noqa: F401  (re-exported: callers import them here)
+    BASE_SPEC,
+    CANDIDATE,
+    CHAMPION,
+    ModelRegistry,
+    RegisteredCheckpoint,
+    RegisteredVersion,
+)
 
 REPO = Path(__file__).resolve().parent.parent
-PYFUNC_CODE = Path(__file__).resolve().parent / "lora_pyfunc.py"
 TAG_FLOW_RUN = "prefect.flow_run_id"
 TAG_CONFIG_HASH = "config.hash"
 TAG_GIT = "mlflow.source.git.commit"
 TAG_RUN_ID = "adversarial.run_id"  # the training run id (resumes share one MLflow run)
-CANDIDATE, CHAMPION = "candidate", "champion"
-BASE_SPEC = "base.json"  # a registered version's base model, dtype, role and checkpoint info
 _METRIC_KEY = re.compile(r"^[a-z][a-z0-9_]*/[A-Za-z0-9_./-]+$")
 _PARAM_MAX = 6000  # MLflow's limit on a param value's length
 
@@ -97,36 +88,7 @@ def git_commit(repo: Path = REPO) -> str:
     return f"{sha}+dirty" if dirty else sha
 
 
-@dataclass(frozen=True)
-class RegisteredVersion:
-    """One registered model version and the aliases it holds after registration."""
-
-    name: str
-    version: str
-    score: float
-    aliases: tuple[str, ...]
-    model_uri: str  # models:/<name>/<version>
-
-
-@dataclass(frozen=True)
-class RegisteredCheckpoint:
-    """A registered version's checkpoint, downloaded and hash-verified, with the base model and
-    dtype it was registered on (its ``base.json``)."""
-
-    name: str
-    version: str
-    alias: str | None  # the alias it was looked up by, if any
-    base_model: str  # local path or hub id
-    dtype: str | None
-    checkpoint: CheckpointInfo
-    folder: Path  # the verified checkpoint folder
-
-    @property
-    def adapter_dir(self) -> Path:
-        return self.folder / ADAPTER_DIR
-
-
-class Tracker:
+class Tracker(ModelRegistry):
     """MLflow for one experiment; pickles without its client (rebuilt lazily in each task)."""
 
     def __init__(self, tracking_uri: str | None = None, experiment: str = "adversarial-reasoning",
@@ -227,16 +189,21 @@ class Tracker:
     def run_for(self, cfg: Any, run_id: str, flow_run_id: str | None = None) -> str:
         """The MLflow run of training run ``run_id``: the existing one when the run is resumed
         (a new flow run continuing an old run id), else a new parent run tagged with it."""
-        found = self.client.search_runs(
-            [self.experiment_id], f"tags.`{TAG_RUN_ID}` = '{run_id}'", max_results=1)
-        if found:
-            run = found[0]
+        run = self.training_run(run_id)
+        if run is not None:
             if run.info.status != "RUNNING":
                 self.client.update_run(run.info.run_id, status="RUNNING")
             if flow_run_id:
                 self.client.set_tag(run.info.run_id, TAG_FLOW_RUN, flow_run_id)
             return run.info.run_id
         return self.start_run(cfg, flow_run_id, run_name=run_id, tags={TAG_RUN_ID: run_id})
+
+    def training_run(self, run_id: str) -> Any:
+        """The MLflow run (``mlflow.entities.Run``) tagged with training run ``run_id``, or
+        None."""
+        found = self.client.search_runs(
+            [self.experiment_id], f"tags.`{TAG_RUN_ID}` = '{run_id}'", max_results=1)
+        return found[0] if found else None
 
     def end_run(self, run_id: str, status: str = "FINISHED") -> None:
         """``FINISHED``, ``FAILED`` or ``KILLED``."""
@@ -311,152 +278,6 @@ class Tracker:
             raise CheckpointCorruptError(f"{local}: content hash {info.content_hash[:12]} is not "
                                          f"the expected {ckpt.content_hash[:12]}")
         return local
-
-    # -- registry ------------------------------------------------------------------------------
-    def register_checkpoint(self, run_id: str, ckpt: CheckpointInfo, name: str,
-                            base_model: str, dtype: str = "float32") -> RegisteredVersion:
-        """Register ``ckpt`` as a new pyfunc version of ``name`` (base + adapter, generating
-        text); alias ``candidate`` moves to it, ``champion`` to the best score so far."""
-        base = Path(base_model)
-        base_ref = str(base.resolve()) if base.exists() else base_model  # local path or hub id
-        with tempfile.TemporaryDirectory() as tmp:
-            adapter_root = self.load_checkpoint(ckpt, Path(tmp) / "ckpt")  # verified
-            spec = Path(tmp) / BASE_SPEC
-            spec.write_text(json.dumps({"base_model": base_ref, "dtype": dtype, "role": ckpt.role,
-                                        "checkpoint": ckpt.to_dict()}, indent=1))
-            logged = self.client.create_logged_model(
-                self.experiment_id, name=f"{ckpt.role}-step{ckpt.step:06d}",
-                source_run_id=run_id, model_type="lora-pyfunc",
-                tags={"content_hash": ckpt.content_hash, "role": ckpt.role})
-            with warnings.catch_warnings():
-                # "add type hints to predict" / "no input example": the explicit signature
-                # below covers both; an input example would make MLflow run the model here.
-                warnings.simplefilter("ignore", UserWarning)
-                mlflow.pyfunc.save_model(
-                    str(Path(tmp) / "model"), python_model=str(PYFUNC_CODE),
-                    artifacts={"adapter": str(adapter_root / "adapter"), "base": str(spec)},
-                    signature=_SIGNATURE, pip_requirements=_requirements(),
-                    mlflow_model=Model(artifact_path=logged.artifact_location, run_id=run_id,
-                                       model_id=logged.model_id, model_uuid=logged.model_id))
-            self.client.log_model_artifacts(logged.model_id, str(Path(tmp) / "model"))
-        self.client.finalize_logged_model(logged.model_id, "READY")
-        self.client.log_outputs(run_id, [LoggedModelOutput(logged.model_id, ckpt.step)])
-        try:
-            self.client.create_registered_model(name)
-        except MlflowException as exc:
-            if exc.error_code != "RESOURCE_ALREADY_EXISTS":
-                raise
-        tags = {"score": repr(ckpt.score), "role": ckpt.role, "step": str(ckpt.step),
-                "stage": str(ckpt.stage), "content_hash": ckpt.content_hash,
-                "checkpoint": f"runs:/{run_id}/{ckpt.artifact_path}",
-                **{f"metric.{k}": repr(v) for k, v in ckpt.metrics.items()}}
-        # source = the logged model's storage location, not "models:/<id>": MLflow 3.17's SQL
-        # registry resolves "models:/<id>" with a client on the *global* tracking URI.
-        mv = self.client.create_model_version(name, source=logged.artifact_location,
-                                              run_id=run_id, tags=tags, model_id=logged.model_id)
-        self.client.set_registered_model_alias(name, CANDIDATE, mv.version)
-        self._update_champion(name)
-        aliases = tuple(self.client.get_model_version(name, mv.version).aliases)
-        return RegisteredVersion(name, str(mv.version), ckpt.score, aliases,
-                                 f"models:/{name}/{mv.version}")
-
-    def _update_champion(self, name: str) -> None:
-        """``champion`` moves only when another version scores strictly higher."""
-        versions = self.client.search_model_versions(f"name = '{name}'")
-        scored = [(float(v.tags.get("score", "nan")), -int(v.version), v.version)
-                  for v in versions if not math.isnan(float(v.tags.get("score", "nan")))]
-        if not scored:
-            return
-        best = max(scored)
-        try:
-            current = self.client.get_model_version_by_alias(name, CHAMPION)
-            if float(current.tags.get("score", "-inf")) >= best[0]:
-                return
-        except MlflowException:
-            pass  # no champion yet
-        self.client.set_registered_model_alias(name, CHAMPION, best[2])
-
-    def alias_version(self, name: str, alias: str) -> str | None:
-        """Version number holding ``alias``, or None."""
-        try:
-            return str(self.client.get_model_version_by_alias(name, alias).version)
-        except MlflowException:
-            return None
-
-    def resolve_model_uri(self, model_uri: str) -> tuple[str, str]:
-        """(name, version) for ``models:/<name>@<alias>`` or ``models:/<name>/<version>``."""
-        m = re.fullmatch(r"models:/([^/@]+)(?:@([^/]+)|/(\d+))", model_uri)
-        if not m:
-            raise ValueError(f"{model_uri!r}: expected models:/<name>@<alias> or "
-                             "models:/<name>/<version>")
-        name, alias, version = m.groups()
-        if alias:
-            version = self.alias_version(name, alias)
-            if version is None:
-                raise ValueError(f"{model_uri}: no version of {name!r} has alias {alias!r} in "
-                                 f"{self.tracking_uri}")
-        return name, str(version)
-
-    def load_registered(self, model_uri: str) -> Any:
-        """``mlflow.pyfunc`` model for ``models:/<name>@<alias>`` or ``models:/<name>/<v>``
-        from this tracker's registry. Resolved here rather than by ``mlflow.pyfunc.load_model``
-        because MLflow resolves ``models:/`` URIs against the *global* registry URI, and
-        setting that is process-wide state."""
-        name, version = self.resolve_model_uri(model_uri)
-        with tempfile.TemporaryDirectory() as tmp:
-            local = self._download_version(name, version, tmp)
-            # load_context reads the artifacts during load_model, so the temp copy can go.
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)  # "add type hints to predict"
-                return mlflow.pyfunc.load_model(local)
-
-    def registered_base_spec(self, name: str, version: str) -> dict[str, Any]:
-        """``base.json`` of a registered version: base model, dtype, role and checkpoint info.
-
-        It lives in the pyfunc folder of the version's logged model, so only that file is
-        fetched."""
-        with tempfile.TemporaryDirectory() as tmp:
-            local = self._download_version(name, version, tmp, f"artifacts/{BASE_SPEC}")
-            return json.loads(Path(local).read_text())
-
-    def registered_checkpoint(self, model_uri: str, dst: str | Path) -> RegisteredCheckpoint:
-        """The checkpoint registered as ``models:/<name>@<alias>`` or ``models:/<name>/<v>``,
-        downloaded into ``dst/<name>-v<version>`` with every hash verified, and the base model
-        it goes on. Raises ``ValueError`` naming an alias no version holds.
-
-        The checkpoint itself, not the pyfunc copy of its adapter, is what is fetched: only the
-        checkpoint has the manifest that the hashes are checked against."""
-        name, version = self.resolve_model_uri(model_uri)
-        base = self.registered_base_spec(name, version)
-        ckpt = CheckpointInfo(**base["checkpoint"])
-        folder = self.load_checkpoint(ckpt, Path(dst) / f"{name}-v{version}")
-        return RegisteredCheckpoint(name, version, model_uri.partition("@")[2] or None,
-                                    base["base_model"], base.get("dtype"), ckpt, folder)
-
-    def _download_version(self, name: str, version: str, dst: str, path: str = "") -> str:
-        """A registered version's logged model (or ``path`` inside it) into ``dst``; the
-        version's storage location comes from this tracker's client (see
-        :meth:`load_registered`)."""
-        location = self.client.get_model_version_download_uri(name, version)
-        uri = f"{location.rstrip('/')}/{path}" if path else location
-        return mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=dst,
-                                                   tracking_uri=self.tracking_uri)
-
-
-_SIGNATURE = ModelSignature(inputs=Schema([ColSpec("string", "prompt")]),
-                            outputs=Schema([ColSpec("string")]),
-                            params=ParamSchema([ParamSpec("max_new_tokens", "long", 32)]))
-
-
-def _requirements() -> list[str]:
-    """Pinned from this environment: given explicitly, MLflow skips its slow inference."""
-    out = []
-    for pkg in ("mlflow", "torch", "transformers", "peft", "tokenizers", "safetensors", "pandas"):
-        try:
-            out.append(f"{pkg}=={importlib.metadata.version(pkg)}")
-        except importlib.metadata.PackageNotFoundError:
-            out.append(pkg)
-    return out
 
 
 def _param_value(value: Any) -> str:

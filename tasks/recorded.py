@@ -128,19 +128,15 @@ def recorded_versions(store: RunStore, step: int) -> dict[str, str]:
 
 def _mlflow_state(ctx: RunContext, step: int, roles: list[str], optimizers: bool) -> str | None:
     """Load ``roles`` from the run's MLflow stage checkpoint of ``step``, if there is one."""
-    from mlflow.exceptions import MlflowException
-
     from artifacts.checkpoints import ADAPTER_DIR, OPTIMIZER_FILE
-    from artifacts.tracking import TAG_RUN_ID, Tracker
+    from artifacts.tracking import MlflowException, Tracker
 
     try:
         tracker = Tracker.from_config(ctx.cfg.tracking)
-        runs = tracker.client.search_runs([tracker.experiment_id],
-                                          f"tags.`{TAG_RUN_ID}` = '{ctx.run_id}'", max_results=1)
-        if not runs:
+        run = tracker.training_run(ctx.run_id)
+        if run is None:
             return None
-        found = {c.role: c for c in tracker.list_checkpoints(runs[0].info.run_id)
-                 if c.step == step}
+        found = {c.role: c for c in tracker.list_checkpoints(run.info.run_id) if c.step == step}
         if not all(r in found for r in roles):
             return None
         with tempfile.TemporaryDirectory() as tmp:
@@ -148,7 +144,7 @@ def _mlflow_state(ctx: RunContext, step: int, roles: list[str], optimizers: bool
                 local = tracker.load_checkpoint(found[role], Path(tmp) / role)
                 ctx.load_role(role, local / ADAPTER_DIR,
                               local / OPTIMIZER_FILE if optimizers else None)
-        return f"MLflow checkpoint of step {step} (run {runs[0].info.run_id})"
+        return f"MLflow checkpoint of step {step} (run {run.info.run_id})"
     except (MlflowException, OSError, ArtifactError):
         return None
 

@@ -12,8 +12,8 @@
 * anything else: a base model path or hub id, with fresh adapters (which leave the base model
   unchanged: LoRA B starts at zero). This is the "before training" model of ``show``.
 
-Registry and run lookups go through ``artifacts.tracking.Tracker`` (the only module that talks
-to MLflow). No Prefect here.
+Registry and run lookups go through ``artifacts.tracking.Tracker`` (this module never imports
+mlflow). No Prefect here.
 """
 
 from __future__ import annotations

@@ -158,8 +158,7 @@ def load_start_state(ctx: RunContext, step: int, roles: list[str], expected: dic
     folder = ctx.state_dir / f"step={prev:06d}"
     if folder.is_dir():
         for role in roles:
-            ctx.load_role(role, folder / role,
-                          folder / f"{role}-optimizer.pt" if optimizers else None)
+            ctx.restore_role(role, folder, optimizers)
         source = str(folder)
     elif prev == 0 and not ctx.cfg.warm_start.enabled:
         source = "fresh adapters (step 1 starts from the initialisation)"

@@ -35,6 +35,11 @@ def state_root(cfg: TrainConfig, run_id: str) -> Path:
     return Path(root.removeprefix("file://")) / "_state" / f"run_id={run_id}"
 
 
+def _optimizer_file(folder: Path, role: str) -> Path:
+    """Where a resume state folder keeps ``role``'s optimizer state."""
+    return folder / f"{role}-optimizer.pt"
+
+
 def load_run_problems(cfg: TrainConfig) -> list[Problem]:
     p = cfg.problems
     return load_problems(p.source, ids=p.ids, limit=p.limit, curriculum=p.curriculum)
@@ -96,7 +101,7 @@ class RunContext:
             save_file({k: v.detach().cpu().contiguous()
                        for k, v in self.value_heads[role].state_dict().items()},
                       folder / role / VALUE_HEAD_FILE)
-        torch.save(self.optimizers[role].state_dict(), folder / f"{role}-optimizer.pt")
+        torch.save(self.optimizers[role].state_dict(), _optimizer_file(folder, role))
 
     def load_role(self, role: str, adapter_dir: Path, optimizer_file: Path | None) -> None:
         """Inverse of :meth:`save_role` (the optimizer only when ``optimizer_file`` is given):
@@ -113,6 +118,11 @@ class RunContext:
             head.load_state_dict(load_file(path, device=str(head.proj.weight.device)))
         if optimizer_file is not None:
             self.optimizers[role].load_state_dict(torch.load(optimizer_file, weights_only=True))
+
+    def restore_role(self, role: str, folder: Path, optimizer: bool = True) -> None:
+        """:meth:`load_role` from a resume state folder written by :meth:`save_role`."""
+        self.load_role(role, folder / role,
+                       _optimizer_file(folder, role) if optimizer else None)
 
     # -- problems --------------------------------------------------------------------------
     @property
@@ -158,7 +168,7 @@ class RunContext:
         if not folder.is_dir():
             raise FileNotFoundError(f"{folder}: no resume state for step {step}")
         for role in ROLES:
-            self.load_role(role, folder / role, folder / f"{role}-optimizer.pt")
+            self.restore_role(role, folder)
 
 
 # -- run lifecycle (called by the flow) -------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import Any
 
 from sandbox.judge import budget_s, build, judge
 from sandbox.pool import Pool
-from sandbox.result import ExecutionResult
+from sandbox.result import ExecutionResult, TestOutcome
 
 DEFAULTS: dict[str, Any] = {"timeout_s": 2.0, "memory_mb": 512, "max_output_bytes": 65536}
 _POOLS: dict[tuple[str, int | None], Sandbox] = {}
@@ -39,12 +39,21 @@ class Sandbox:
         t0 = time.monotonic()
         prepared, futures = [], []
         for code, tests in jobs:  # submit as we go: workers start while we plan the rest
-            prepared.append(build(code, list(tests), timeout_s=opts["timeout_s"],
-                                  memory_mb=opts["memory_mb"],
-                                  max_output_bytes=opts["max_output_bytes"]))
+            tests = list(tests)
+            try:
+                prepared.append(build(code, tests, timeout_s=opts["timeout_s"],
+                                      memory_mb=opts["memory_mb"],
+                                      max_output_bytes=opts["max_output_bytes"]))
+            except Exception as exc:  # planning is bounded; anything left is this job's alone
+                prepared.append(_unprepared(len(tests), exc))
+                futures.append(None)
+                continue
             futures.append(self.pool.submit(prepared[-1].msg, budget_s(prepared[-1])))
         results = []
         for p, future in zip(prepared, futures, strict=True):
+            if future is None:
+                results.append(p)
+                continue
             reply = future.result()  # SandboxError if no worker could start
             results.append(judge(p, reply, reply.get("isolation", self.isolation),
                                  time.monotonic() - t0))
@@ -61,6 +70,11 @@ class Sandbox:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _unprepared(n_tests: int, exc: Exception) -> ExecutionResult:
+    message = f"job could not be prepared: {type(exc).__name__}: {str(exc)[:200]}"
+    return ExecutionResult([TestOutcome("error", message)] * n_tests, "none")
 
 
 def _shared(isolation: str, workers: int | None) -> Sandbox:
@@ -86,7 +100,8 @@ def execute_many(jobs: Sequence[tuple[str, Sequence[str]]], *, timeout_s: float 
     """Run each ``(code, tests)`` job in the sandbox, in parallel over ``workers`` jailed
     workers (default: one per CPU); results come back in job order. Options: ``memory_mb``,
     ``max_output_bytes``. Raises only ``SandboxError`` (the sandbox itself cannot work) or
-    ``TypeError``/``ValueError`` for bad options; misbehaving code gives a result."""
+    ``TypeError``/``ValueError`` for bad options; nothing a job contains (hostile code, hostile
+    or malformed tests, forged replies) raises: it gives a result."""
     return _shared(isolation, workers).execute_many(jobs, timeout_s=timeout_s, **options)
 
 

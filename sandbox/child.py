@@ -5,12 +5,14 @@ forks) holds no test, no expected value, no reference solution and no other cand
 in memory: a child learns only what its first frame tells it. A child then applies rlimits and
 the seccomp filter and becomes either
 
-- a candidate process (C): runs the candidate code, then answers ``[name, args, kwargs]`` with
-  ``["ok", plain]``, ``["raise", type, message]`` or ``["bad", why]``; or
-- a test process (T): runs one whole test with the candidate's names bound to proxies that
-  send ``[name, args, kwargs]`` straight to its paired C and decode the plain answers; it ends
-  by sending the worker ``["done", token]`` or ``["fail", message]`` on a pipe C does not hold.
-  No candidate code ever runs in T.
+- a candidate process (C): runs the candidate code, says ``["ready", {"exc": its exception
+  classes}]`` or ``["module_error", why]``, then answers each ``[name, args, kwargs]`` with
+  ``["ok", plain]`` (plus, for a whole test's call, the mutable arguments it changed),
+  ``["raise", type, args, ancestry, fatal]`` or ``["bad", why]``. An iterator it returns is
+  drawn here, bounded, and travels as ``{"it": [items, end]}``; or
+- a test process (T, ``testrun``): runs one whole test with the candidate's names bound to
+  proxies that talk straight to its paired C; it reports to the worker on a pipe C does not
+  hold. No candidate code ever runs in T.
 
 Stdlib-only: the jail worker runs it from source.
 """
@@ -29,20 +31,16 @@ import sys
 try:  # on the host; in the jail these modules are prepended as source
     from sandbox.plain import NotPlain, decode, encode
     from sandbox.seccomp import install, prepare
+    from sandbox.testrun import _describe, test_main
     from sandbox.wire import Closed, Reader, write_frame
 except ImportError:  # pragma: no cover - only inside the jail
     pass
 
 PRELOAD = ''  # replaced by the host with split.TEST_PRELUDE (stdlib imports only)
+PYTEST_SHIM = ''  # replaced by the host with the source of sandbox/pytest_shim.py
+MAX_ITER_ITEMS = 100_000  # items drawn from an iterator a candidate returns
 LIMIT_NAMES = {"mem": "RLIMIT_AS", "cpu": "RLIMIT_CPU", "fsize": "RLIMIT_FSIZE",
                "nofile": "RLIMIT_NOFILE", "nproc": "RLIMIT_NPROC", "core": "RLIMIT_CORE"}
-
-
-def _describe(exc: BaseException) -> str:
-    try:
-        return f"{type(exc).__name__}: {str(exc)[:300]}"
-    except BaseException:  # a hostile __str__
-        return "exception (unprintable)"
 
 
 def _confine(limits: dict) -> None:
@@ -64,32 +62,100 @@ def candidate_main(code: str, reader: Reader, out_fd: int) -> None:
         write_frame(out_fd, ["module_error", _describe(exc)])
         return
     gc.enable()  # off while loading (see blank_main); normal Python semantics for the calls
-    write_frame(out_fd, ["ready"])
+    write_frame(out_fd, ["ready", {"exc": _exception_classes(ns)}])
     while True:
         try:
             request = reader.read()
         except Closed:
             return
-        # One call (relayed from a whole test) or {"batch": [call, ...]} (split tests: sent
-        # at once, answered one frame per call; the worker times each test as replies come).
-        for call in request["batch"] if type(request) is dict else [request]:
-            write_frame(out_fd, _answer(ns, call))
+        # One call (relayed from a whole test, whose arguments may be written back) or
+        # {"batch": [call, ...]} (split tests: sent at once, answered one frame per call; the
+        # worker times each test as replies come; literal arguments, nothing to write back).
+        if type(request) is dict:
+            for call in request["batch"]:
+                write_frame(out_fd, _answer(ns, call, False))
+        else:
+            write_frame(out_fd, _answer(ns, request, True))
 
 
-def _answer(ns: dict, call) -> list:
+def _is_builtin(cls: type) -> bool:
+    return getattr(builtins, cls.__name__, None) is cls
+
+
+def _exception_classes(ns: dict) -> dict:
+    """The candidate's own exception classes -> their ancestors' names (candidate or builtin,
+    nearest first), so whole tests can catch them by name or by builtin base."""
+    out = {}
+    for name, obj in list(ns.items())[:10000]:
+        if (type(obj) is type and issubclass(obj, BaseException) and not _is_builtin(obj)
+                and len(out) < 200):
+            out[name] = [c.__name__ for c in obj.__mro__[1:]
+                         if _is_builtin(c) or ns.get(c.__name__) is c][:20]
+    return out
+
+
+def _fatal(exc: BaseException) -> bool:
+    """Exceptions no test may catch as an ordinary outcome: anything not an ``Exception``
+    (``SystemExit``, ``KeyboardInterrupt``, ...), control flow that would silently end a
+    test's loop (``StopIteration``), and running out of memory (the limit, not a result)."""
+    return not issubclass(type(exc), Exception) or issubclass(
+        type(exc), StopIteration | StopAsyncIteration | MemoryError)
+
+
+def _raised(ns: dict, exc: BaseException) -> list:
+    cls = type(exc)
     try:
-        name, args, kwargs = call
+        args = encode(list(exc.args))
+    except BaseException:  # non-plain or hostile args: the message stands in
+        args = [_describe(exc).partition(": ")[2]]
+    ancestry = [c.__name__ for c in cls.__mro__[1:] if _is_builtin(c) or ns.get(c.__name__) is c]
+    return ["raise", cls.__name__, args, ancestry[:20], _fatal(exc)]
+
+
+def _encode_iterator(ns: dict, value) -> dict:
+    """An iterator/generator the candidate returned, drawn here (bounded) so the test can
+    iterate it: ``{"it": [items, end]}``; ``end`` is None (exhausted), ``["more"]`` (over
+    ``MAX_ITER_ITEMS``) or a ``_raised`` list."""
+    items, end = [], None
+    try:
+        while True:
+            if len(items) >= MAX_ITER_ITEMS:
+                end = ["more"]
+                break
+            try:
+                item = next(value)
+            except StopIteration:
+                break
+            items.append(encode(item))
+    except NotPlain:
+        raise
+    except BaseException as exc:
+        end = _raised(ns, exc)
+    return {"it": [items, end]}
+
+
+def _answer(ns: dict, call, write_back: bool) -> list:
+    try:
+        name, args_data, kwargs_data = call
         if name not in ns:
             raise NameError(f"name {name!r} is not defined by the candidate code")
-        value = ns[name](*decode(args), **decode(kwargs))
+        args, kwargs = decode(args_data), decode(kwargs_data)
+        value = ns[name](*args, **kwargs)
         try:
-            reply = ["ok", encode(value)]
+            if hasattr(type(value), "__next__"):  # a generator or other iterator
+                reply = ["ok", _encode_iterator(ns, value)]
+            else:
+                reply = ["ok", encode(value)]
+            if write_back:
+                changed = _changed(args, args_data, kwargs, kwargs_data)
+                if changed:
+                    reply.append({"d": changed})
         except NotPlain as exc:
             reply = ["bad", f"{name} returned {exc}"]
         except RecursionError:
             reply = ["bad", f"{name} returned a value nested too deeply"]
     except BaseException as exc:  # SystemExit, KeyboardInterrupt included: just data
-        reply = ["raise", type(exc).__name__, _describe(exc)]
+        reply = _raised(ns, exc)
     try:
         sys.stdout.flush()
     except BaseException:
@@ -97,64 +163,20 @@ def _answer(ns: dict, call) -> list:
     return reply
 
 
-class CandidateError(Exception):
-    """In a whole test: the candidate raised a non-builtin exception, failed to load or died."""
-
-
-def test_main(msg: dict, out_fd: int, peer: tuple[int, int]) -> None:
-    """Body of T: run one whole test with candidate names bound to RPC proxies. ``peer`` is
-    (write end to its C, read end from its C): calls go straight to C, never through code
-    that C could influence; only the final frame goes to the worker, on ``out_fd``."""
-    to_cand, from_cand = peer[0], Reader(peer[1])
-    state: dict = {}
-
-    def call(name: str, args: tuple, kwargs: dict):
-        try:
-            payload = [name, encode(list(args)), encode(dict(kwargs))]
-        except NotPlain as exc:
-            raise TypeError(f"argument to {name} is not plain data ({exc})") from None
-        try:
-            if "loaded" not in state:  # C's first frame says whether the code loaded
-                first = from_cand.read()
-                state["loaded"] = first == ["ready"]
-                state["why"] = str(first[1:] if isinstance(first, list) else first)[:300]
-            if not state["loaded"]:
-                raise CandidateError(f"candidate code did not load: {state['why']}")
-            write_frame(to_cand, payload)
-            reply = from_cand.read()
-        except (Closed, OSError):
-            state.update(loaded=False, why="candidate process died")
-            raise CandidateError(f"candidate process died in {name}") from None
-        if reply[0] == "ok":
-            return decode(reply[1])
-        if reply[0] == "raise":
-            cls = getattr(builtins, str(reply[1]), None)
-            if not (isinstance(cls, type) and issubclass(cls, Exception)):
-                cls = CandidateError
-            raise cls(str(reply[2]))
-        raise TypeError(str(reply[1]))
-
-    def proxy(name: str):
-        def f(*args, **kwargs):
-            return call(name, args, kwargs)
-        f.__name__ = f.__qualname__ = name
-        return f
-
-    ns = {"__name__": "__test__", "__builtins__": builtins}
-    gc.enable()
-    try:
-        exec(msg["prelude"], ns)
-        ns.update({n: proxy(n) for n in msg["names"]})
-        exec(compile(msg["src"], "<test>", "exec"), ns)
-        for name, obj in list(ns.items()):  # def test_*(): ... runs, as under pytest
-            code = getattr(obj, "__code__", None)
-            if (name.startswith("test") and code is not None and code.co_filename == "<test>"
-                    and code.co_argcount == 0):
-                obj()
-    except BaseException as exc:
-        write_frame(out_fd, ["fail", _describe(exc)])
-    else:
-        write_frame(out_fd, ["done", msg["token"]])
+def _changed(args: list, args_data: list, kwargs: dict, kwargs_data: dict) -> list:
+    """Mutable arguments whose content the call changed, as encoded ``[index or name, new
+    value]`` pairs (raises NotPlain if the candidate put non-plain data into one)."""
+    changed: list = []
+    for key, value, sent in [*((i, a, args_data[i]) for i, a in enumerate(args)),
+                             *((k, v, kwargs_data.get("d")) for k, v in kwargs.items())]:
+        if type(value) not in (list, dict, set):
+            continue
+        now = encode(value)
+        if isinstance(key, str):  # kwargs travel as {"d": [[key, value], ...]}
+            sent = next((v for k, v in (sent or ()) if k == key), None)
+        if now != sent:
+            changed.append([key, now])
+    return changed
 
 
 def blank_main(in_fd: int, out_fd: int, use_seccomp: bool,
@@ -240,6 +262,15 @@ def fork_server(sock: socket.socket, use_seccomp: bool) -> None:
             os.close(fd)
 
 
+def _install_pytest_shim() -> None:
+    """``import pytest`` in a test gets the vetted shim (raises, approx, mark.parametrize,
+    fixture, ...): the real pytest is not in the jail, and models write these constantly."""
+    if PYTEST_SHIM:
+        module = type(sys)("pytest")
+        exec(compile(PYTEST_SHIM, "pytest_shim", "exec"), module.__dict__)
+        sys.modules["pytest"] = module
+
+
 def start_fork_server(use_seccomp: bool) -> tuple[int, socket.socket]:
     """Fork the fork server now (before any job is read); returns its pid and our socket."""
     ours, theirs = socket.socketpair()
@@ -254,6 +285,7 @@ def start_fork_server(use_seccomp: bool) -> tuple[int, socket.socket]:
         compile("", "<warm>", "exec")
         try:
             exec(PRELOAD, {})  # warm module cache for every child; no job data involved
+            _install_pytest_shim()
         except Exception:
             pass
         prepare()

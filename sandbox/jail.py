@@ -2,8 +2,10 @@
 
 ``bwrap`` level: new user, pid, network, ipc, uts, cgroup and mount namespaces; a read-only
 view of only the Python installation and the system libraries; private size-capped tmpfs on
-``/tmp`` and ``/dev/shm``; ``/proc`` of the new pid namespace; a minimal ``/dev``; all
-capabilities dropped; environment cleared; uid 65534 inside; ``--die-with-parent`` and
+``/tmp`` and ``/dev/shm``; ``/proc`` of the new pid namespace, whose pid 1 is the worker itself
+(``--as-pid-1``: undumpable, so no process a candidate sees holds an openable host pipe, and the
+worker reads run-queue delays there to tell a starved process from a slow one); a minimal
+``/dev``; all capabilities dropped; environment cleared; uid 65534 inside; ``--die-with-parent`` and
 ``--new-session``. When the host runs as root and the Python installation is readable by
 everyone, bubblewrap itself is started as ``nobody`` too, so the jail maps to an unprivileged
 host uid; otherwise jailed processes map to the caller's uid (still without capabilities).
@@ -30,7 +32,7 @@ from pathlib import Path
 from sandbox.split import TEST_PRELUDE
 
 log = logging.getLogger("sandbox")
-_SOURCES = ("plain.py", "seccomp.py", "wire.py", "child.py", "worker.py")
+_SOURCES = ("plain.py", "seccomp.py", "wire.py", "testrun.py", "child.py", "worker.py")
 SCRATCH_BYTES = 64 << 20  # size of each private tmpfs
 NOBODY = 65534
 _detected: dict[str, str] = {}
@@ -47,8 +49,11 @@ def worker_source() -> str:
     for name in _SOURCES:
         text = (here / name).read_text(encoding="utf-8")
         parts.append(re.sub(r"^from __future__ import annotations\n", "", text, flags=re.M))
-    # The fork server imports the fixed test prelude once, so whole tests start warm.
-    return "\n".join(parts).replace("PRELOAD = ''", f"PRELOAD = {TEST_PRELUDE!r}", 1)
+    # The fork server imports the fixed test prelude once, so whole tests start warm, and
+    # installs the pytest shim as ``sys.modules["pytest"]``.
+    shim = (here / "pytest_shim.py").read_text(encoding="utf-8")
+    return ("\n".join(parts).replace("PRELOAD = ''", f"PRELOAD = {TEST_PRELUDE!r}", 1)
+            .replace("PYTEST_SHIM = ''", f"PYTEST_SHIM = {shim!r}", 1))
 
 
 def python_paths() -> tuple[str, list[str]]:
@@ -87,8 +92,12 @@ class Launch:
 def bwrap_launch() -> Launch:
     exe, binds = python_paths()
     bwrap = shutil.which("bwrap") or "/usr/bin/bwrap"
+    # --as-pid-1: the worker itself is the jail's pid 1. Without it, pid 1 is bubblewrap's
+    # init: same uid as jailed code, dumpable, unfiltered and holding the host's pipes, so a
+    # candidate could read the next job from /proc/1/fd/0 or write /proc/1/mem.
     argv = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
-            "--new-session", "--uid", str(NOBODY), "--gid", str(NOBODY), "--cap-drop", "ALL",
+            "--as-pid-1", "--new-session", "--uid", str(NOBODY), "--gid", str(NOBODY),
+            "--cap-drop", "ALL",
             "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8",
             "--setenv", "HOME", "/tmp", "--setenv", "SANDBOX_SCRATCH", "/tmp:/dev/shm"]
     for lib in ("/usr/lib", "/usr/lib64", "/usr/lib32", "/lib", "/lib64", "/lib32"):

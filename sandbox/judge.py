@@ -40,10 +40,15 @@ class Prepared:
 
 def build(code: str, tests: Sequence[str], *, timeout_s: float, memory_mb: int,
           max_output_bytes: int) -> Prepared:
+    if not isinstance(code, str):  # a job's content never raises: every test records why
+        code, why = "", f"candidate code is not a str but {type(code).__name__}"
+        tests = [BadTest(repr(t)[:100], why) for t in tests]
     names = defined_names(code)
+    # Candidate names a test may call: never a builtin or a prelude name, so an expected value
+    # such as ``sorted([3, 1])`` uses the real ``sorted`` even where the candidate defines one.
     proxies = proxy_names(names)
-    plans = [plan_test(t, names) if isinstance(t, str) else BadTest(repr(t), "test is not a str")
-             for t in tests]
+    callable_names = set(proxies)
+    plans = [t if isinstance(t, BadTest) else _plan_safely(t, callable_names) for t in tests]
     wire: list[dict] = []
     tokens: dict[int, str] = {}
     index: dict[int, int] = {}
@@ -63,6 +68,23 @@ def build(code: str, tests: Sequence[str], *, timeout_s: float, memory_mb: int,
            "limits": {"mem": int(memory_mb) << 20, "fsize": FSIZE_BYTES, "nofile": 64,
                       "core": 0, "nproc": None}}
     return Prepared(msg, plans, tokens, index)
+
+
+def _plan_safely(test: object, names: set[str]) -> SplitTest | WholeTest | BadTest:
+    if not isinstance(test, str):
+        return BadTest(repr(test)[:100], "test is not a str")
+    try:
+        return plan_test(test, names)
+    except Exception as exc:  # planning is bounded; should anything slip, it is this test's
+        return BadTest(test, _short(f"test could not be planned: {type(exc).__name__}: {exc}"))
+
+
+def limits_of(prepared: Prepared) -> dict:
+    """The limits every verdict of this job ran under (recorded with the result)."""
+    msg = prepared.msg
+    return {"timeout_s": msg["timeout"], "memory_mb": msg["limits"]["mem"] >> 20,
+            "fsize_mb": msg["limits"]["fsize"] >> 20, "nofile": msg["limits"]["nofile"],
+            "max_output_bytes": msg["out_cap"]}
 
 
 def budget_s(prepared: Prepared) -> float:
@@ -88,9 +110,13 @@ def _unfinished(res: dict, finished: str) -> tuple[float, TestOutcome | None]:
     (anything but timeout/crashed/error from the jail counts as an error)."""
     dur = float(res.get("dur") or 0.0) if type(res.get("dur")) in (int, float) else 0.0
     status = res.get("status")
+    poison = res.get("poison")
+    if isinstance(poison, list) and len(poison) == 2:  # the candidate failed the test for good
+        status = poison[0] if poison[0] in ("failed", "error", "crashed") else "error"
+        return dur, TestOutcome(status, _short(poison[1]), dur)
     if status == finished:
         return dur, None
-    status = status if status in ("timeout", "crashed", "error") else "error"
+    status = status if status in ("timeout", "crashed", "error", "infra") else "error"
     return dur, TestOutcome(status, _short(res.get("msg", "")), dur)
 
 
@@ -110,16 +136,20 @@ def judge_split(plan: SplitTest, res: dict) -> TestOutcome:
             try:
                 value = decode(v[1])
             except (ValueError, RecursionError) as exc:
-                slots[name] = ("failed", _short(f"{call} returned undecodable data: {exc}"))
-                continue
+                # A value that cannot be judged fails the test whether or not it is looked at.
+                return TestOutcome("failed", _short(f"{call} returned undecodable data: {exc}"),
+                                   dur)
             slots[name] = ("ok", value)
             returned.append(f"{call} returned {_short(repr_safe(value))}")
-        elif kind == "raise" and len(v) == 3:
-            slots[name] = ("error", _short(f"{call} raised {v[2]}"))
+        elif kind == "raise" and len(v) == 5:
+            what = _short(f"{call} raised {v[1]}: {_args_text(v[2])}")
+            if v[4] is not False:  # SystemExit, StopIteration, ...: the call failed for good
+                return TestOutcome("error", what, dur)
+            slots[name] = ("error", what)
         elif kind == "bad" and len(v) == 2:
-            slots[name] = ("failed", _short(f"{call}: {v[1]}"))
+            return TestOutcome("failed", _short(f"{call}: {v[1]}"), dur)
         else:
-            slots[name] = ("error", f"{call}: malformed reply from the jail")
+            return TestOutcome("error", f"{call}: malformed reply from the jail", dur)
     evaluator = Evaluator(slots)
     for expr in plan.asserts:
         try:
@@ -137,6 +167,12 @@ def judge_split(plan: SplitTest, res: dict) -> TestOutcome:
     return TestOutcome("passed", "", dur)
 
 
+def _args_text(args: object) -> str:
+    if isinstance(args, list) and len(args) == 1:
+        return str(args[0])
+    return str(args)
+
+
 def repr_safe(value: object) -> str:
     try:
         return repr(value)
@@ -151,10 +187,10 @@ def judge_whole(token: str, res: dict) -> TestOutcome:
     frame = res.get("frame")
     if frame == ["done", token]:
         return TestOutcome("passed", "", dur)
-    if isinstance(frame, list) and len(frame) == 2 and frame[0] == "fail":
-        message = str(frame[1])
-        return TestOutcome("failed" if message.startswith("AssertionError") else "error",
-                           _short(message), dur)
+    if isinstance(frame, list) and len(frame) == 3 and frame[0] == "fail":
+        return TestOutcome("failed" if frame[2] == "failed" else "error", _short(frame[1]), dur)
+    if isinstance(frame, list) and len(frame) == 2 and frame[0] == "invalid":
+        return TestOutcome("invalid", _short(f"test cannot run: {frame[1]}"), dur)
     return TestOutcome("error", "test process did not report completion", dur)
 
 
@@ -168,12 +204,18 @@ def judge(prepared: Prepared, reply: dict, isolation: str, duration_s: float) ->
             continue
         j = prepared.wire_index[i]
         res = results[j] if j < len(results) and isinstance(results[j], dict) else None
-        if res is None:
-            outcomes.append(TestOutcome("error", _short(f"sandbox worker failed: {failure}")))
-        elif isinstance(plan, SplitTest):
-            outcomes.append(judge_split(plan, res))
-        else:
-            outcomes.append(judge_whole(prepared.tokens[i], res))
+        if res is None:  # the harness failed, not the code: never the candidate's verdict
+            outcomes.append(TestOutcome("infra", _short(f"sandbox worker failed: {failure}")))
+            continue
+        try:
+            if isinstance(plan, SplitTest):
+                outcomes.append(judge_split(plan, res))
+            else:
+                outcomes.append(judge_whole(prepared.tokens[i], res))
+        except Exception as exc:  # bounded by design; should anything slip, it is this test's
+            outcomes.append(TestOutcome("error", _short(
+                f"verdict could not be reached: {type(exc).__name__}: {exc}")))
     output = reply.get("output") if isinstance(reply.get("output"), str) else ""
     return ExecutionResult(outcomes, isolation, output, duration_s,
-                           [isinstance(p, SplitTest) for p in prepared.plans])
+                           [isinstance(p, SplitTest) for p in prepared.plans],
+                           limits_of(prepared))

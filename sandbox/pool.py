@@ -136,6 +136,7 @@ class Pool:
         self._threads: list[threading.Thread] = []
         self._isolation = self.level
         self._closed = False
+        self._started = False  # a worker has started once: later start failures are infra
         self.resize(size or os.cpu_count() or 1)
 
     @property
@@ -183,7 +184,13 @@ class Pool:
             head = inflight[0]
             try:
                 if worker is None or not worker.alive():
-                    worker = HostWorker(self.level)
+                    try:
+                        worker = HostWorker(self.level)
+                    except SandboxError as exc:
+                        if self._started:  # it worked before: a transient failure (load)
+                            raise WorkerFailed(str(exc)) from None
+                        raise
+                    self._started = True
                     self._isolation = worker.isolation
                     for i, entry in enumerate(inflight):
                         entry.sent, entry.send_error = False, None

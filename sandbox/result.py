@@ -9,8 +9,12 @@ from dataclasses import asdict, dataclass, field
 # error    the candidate (or the test) raised, or the code did not load / compile
 # timeout  the test ran past its time limit and was killed
 # crashed  the process died (signal, os._exit, memory limit, C-stack overflow)
-# invalid  the test itself is not runnable Python (syntax error)
-STATUSES = ("passed", "failed", "error", "timeout", "crashed", "invalid")
+# invalid  the test itself cannot be run (syntax error; async, yield or fixture-needing test
+#          functions; a Test class with __init__; nothing pytest would run; pytest.skip)
+# infra    the harness failed, not the code (a worker died, a jail did not start, the host was
+#          so loaded that a process was starved past its limit): no verdict on the code, and
+#          every reward leaves it out
+STATUSES = ("passed", "failed", "error", "timeout", "crashed", "invalid", "infra")
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,9 @@ class ExecutionResult:
     duration_s: float = 0.0
     split: list[bool] = field(default_factory=list)
     """Per test: judged in the host from plain return values (True) or run whole (False)."""
+    limits: dict = field(default_factory=dict)
+    """The limits every verdict ran under: ``timeout_s``, ``memory_mb``, ``fsize_mb``,
+    ``nofile``, ``max_output_bytes``."""
 
     @property
     def passed(self) -> int:
@@ -50,10 +57,15 @@ class ExecutionResult:
         return self.passed / self.total if self.outcomes else 0.0
 
     @property
+    def infra(self) -> int:
+        """Tests with no verdict because the harness failed (see ``STATUSES``)."""
+        return sum(o.status == "infra" for o in self.outcomes)
+
+    @property
     def all_passed(self) -> bool:
         return bool(self.outcomes) and self.passed == self.total
 
     def to_dict(self) -> dict:
         out = asdict(self)
-        out.update(passed=self.passed, total=self.total)
+        out.update(passed=self.passed, total=self.total, infra=self.infra)
         return out

@@ -6,11 +6,23 @@ It denies, with ``EPERM``:
 - new programs and processes: ``execve``/``execveat``, ``fork``/``vfork``, and ``clone``
   without ``CLONE_THREAD`` (threads still work; ``clone3`` answers ``ENOSYS`` so libc falls
   back to ``clone``, whose flags a filter can read);
-- signals to anyone but itself: ``kill`` unless the target is 0 (own group) or its own pid,
-  ``tgkill`` unless the thread group is its own, ``tkill``, ``pidfd_send_signal``;
+- acting on any process but itself. Every syscall that takes a target pid is allowed only
+  for itself: ``kill``, ``rt_sigqueueinfo``, ``prlimit64``, ``sched_set{param,scheduler,
+  affinity,attr}``, ``migrate_pages`` and ``move_pages`` need the target 0 or its own pid;
+  ``tgkill``/``rt_tgsigqueueinfo`` its own thread group; ``setpriority``/``ioprio_set`` a
+  process target (not a group or user) that is 0 or itself. ``tkill``, ``pidfd_open``,
+  ``pidfd_send_signal``, ``process_madvise`` and ``process_mrelease`` are denied outright (a
+  candidate that SIGSTOPs, renices or lowers the limits of the next job's pre-forked child
+  sabotages its group's relative reward);
 - reaching into other processes: ``ptrace``, ``process_vm_readv/writev``, ``pidfd_getfd``;
 - sockets (no network even where namespaces are unavailable), namespaces, mounts, io_uring,
   bpf, perf, keyrings, module loading.
+
+Why a deny-list: an allow-list for CPython depends on the glibc, the kernel and the
+interpreter's own version (each release adds syscalls such as ``rseq`` or ``clone3``), and an
+allowed set that misses one turns correct candidate code into ``EPERM`` failures, i.e. wrong
+verdicts. The families that matter are closed instead: no new processes or programs, no
+process but itself as a target, no namespace, mount, key, BPF or perf interfaces.
 
 x86_64 only; elsewhere ``install`` returns False and the caller records the weaker isolation.
 This file is stdlib-only and self-contained: the jail worker runs it from source.
@@ -34,7 +46,8 @@ _CLONE_THREAD = 0x00010000
 _DENY = {
     59: "execve", 322: "execveat", 57: "fork", 58: "vfork", 101: "ptrace",
     310: "process_vm_readv", 311: "process_vm_writev", 438: "pidfd_getfd",
-    424: "pidfd_send_signal", 200: "tkill", 41: "socket", 53: "socketpair",
+    424: "pidfd_send_signal", 434: "pidfd_open", 440: "process_madvise",
+    448: "process_mrelease", 200: "tkill", 41: "socket", 53: "socketpair",
     272: "unshare", 308: "setns", 165: "mount", 166: "umount2", 155: "pivot_root",
     161: "chroot", 425: "io_uring_setup", 426: "io_uring_enter", 427: "io_uring_register",
     321: "bpf", 298: "perf_event_open", 323: "userfaultfd", 248: "add_key",
@@ -42,7 +55,15 @@ _DENY = {
     176: "delete_module", 246: "kexec_load", 304: "open_by_handle_at", 312: "kcmp",
     163: "acct", 169: "reboot", 167: "swapon", 168: "swapoff", 135: "personality",
 }
-_KILL, _TGKILL, _CLONE, _CLONE3 = 62, 234, 56, 435
+_CLONE, _CLONE3 = 56, 435
+# Syscalls whose first argument is a target pid: allowed for 0 (the caller) or its own pid.
+_SELF_OR_ZERO = {62: "kill", 129: "rt_sigqueueinfo", 302: "prlimit64", 142: "sched_setparam",
+                 144: "sched_setscheduler", 203: "sched_setaffinity", 314: "sched_setattr",
+                 256: "migrate_pages", 279: "move_pages"}
+# First argument a thread group id: allowed only for its own.
+_SELF_ONLY = {234: "tgkill", 297: "rt_tgsigqueueinfo"}
+# (which, who, ...): allowed only for which == the "one process" value and who in {0, self}.
+_WHICH_WHO = {141: ("setpriority", 0), 251: ("ioprio_set", 1)}  # PRIO_PROCESS, IOPRIO_WHO_PROCESS
 
 
 def _ins(code: int, jt: int, jf: int, k: int) -> bytes:
@@ -63,13 +84,19 @@ def build_filter(self_pid: int) -> bytes:
     for nr in _DENY:
         prog += [_ins(_JEQ, 0, 1, nr), _ins(_RET, 0, 0, _EPERM)]
     prog += [_ins(_JEQ, 0, 1, _CLONE3), _ins(_RET, 0, 0, _ENOSYS)]
-    prog += [  # kill(pid, sig): only pid 0 (own process group) or itself
-        _ins(_JEQ, 0, 5, _KILL), _ins(_LD_W_ABS, 0, 0, arg0),
-        _ins(_JEQ, 2, 0, 0), _ins(_JEQ, 1, 0, self_pid),
-        _ins(_RET, 0, 0, _EPERM), _ins(_RET, 0, 0, _RET_ALLOW)]
-    prog += [  # tgkill(tgid, tid, sig): only its own threads
-        _ins(_JEQ, 0, 4, _TGKILL), _ins(_LD_W_ABS, 0, 0, arg0),
-        _ins(_JEQ, 1, 0, self_pid), _ins(_RET, 0, 0, _EPERM), _ins(_RET, 0, 0, _RET_ALLOW)]
+    for nr in _SELF_OR_ZERO:  # nr(pid, ...): only 0 or itself
+        prog += [_ins(_JEQ, 0, 5, nr), _ins(_LD_W_ABS, 0, 0, arg0),
+                 _ins(_JEQ, 2, 0, 0), _ins(_JEQ, 1, 0, self_pid),
+                 _ins(_RET, 0, 0, _EPERM), _ins(_RET, 0, 0, _RET_ALLOW)]
+    for nr in _SELF_ONLY:  # nr(tgid, tid, ...): only its own threads
+        prog += [_ins(_JEQ, 0, 4, nr), _ins(_LD_W_ABS, 0, 0, arg0),
+                 _ins(_JEQ, 1, 0, self_pid), _ins(_RET, 0, 0, _EPERM),
+                 _ins(_RET, 0, 0, _RET_ALLOW)]
+    for nr, (_, which) in _WHICH_WHO.items():  # nr(which, who, ...): one process, 0 or itself
+        prog += [_ins(_JEQ, 0, 7, nr), _ins(_LD_W_ABS, 0, 0, arg0),
+                 _ins(_JEQ, 0, 3, which), _ins(_LD_W_ABS, 0, 0, arg0 + 8),
+                 _ins(_JEQ, 2, 0, 0), _ins(_JEQ, 1, 0, self_pid),
+                 _ins(_RET, 0, 0, _EPERM), _ins(_RET, 0, 0, _RET_ALLOW)]
     prog += [  # clone(flags, ...): threads only
         _ins(_JEQ, 0, 4, _CLONE), _ins(_LD_W_ABS, 0, 0, arg0),
         _ins(_JSET, 0, 1, _CLONE_THREAD), _ins(_RET, 0, 0, _RET_ALLOW),

@@ -12,11 +12,13 @@ from __future__ import annotations
 import ast
 import builtins
 import functools
+import operator
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.evaluate import SLOT_PREFIX, Evaluator, supported
-from sandbox.plain import encode
+from sandbox.evaluate import MAX_NESTING, SLOT_PREFIX, Budget, Evaluator, supported
+from sandbox.plain import MAX_COLLISIONS, encode
 
 # Names every whole test sees from a fixed, trusted prelude (never from candidate code), so a
 # candidate cannot rebind ``math`` or ``isinstance`` under the test's feet.
@@ -99,28 +101,35 @@ def proxy_names(names: set[str]) -> list[str]:
                   and n not in _PRELUDE_NAMES and not hasattr(builtins, n) and n != "*")
 
 
-def _constant(node: ast.expr) -> Any:
+PLAN_SECONDS = 1.0            # planning one test (its constant arguments), at most
+PLAN_ARG_WEIGHT = 2_000_000   # literal arguments of one split test, in all (see evaluate)
+COMPILE_FREE_CONSTANTS = 2048  # a test with more constants is checked before it is compiled
+COMPILE_FREE_SOURCE = 1 << 16  # a test ast.parse cannot take is compiled here only this short
+
+
+def _constant(node: ast.expr, evaluator: Evaluator | None = None) -> Any:
     """The value of a literal, or of a constant expression (``3 * 19``, ``[0] * 5``,
-    ``list(range(3))`` is not one) evaluated here by the safe evaluator; ValueError if the
-    node depends on anything else."""
-    try:
-        return ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError):
-        pass
+    ``list(range(3))`` is not one) evaluated here by the safe evaluator (within its budget);
+    ValueError if the node depends on anything else or costs too much (the test then runs
+    whole in the jail)."""
     if not supported(node):
         raise ValueError("not a constant expression")
     try:
-        return Evaluator({}).eval(node)
-    except Exception as exc:  # EvalLimit, ZeroDivisionError, ...: let the test run whole
+        return (evaluator or Evaluator({}, Budget(seconds=PLAN_SECONDS))).eval(node)
+    except Exception as exc:  # EvalLimit, ZeroDivisionError, RecursionError, ...
         raise ValueError(str(exc)) from None
 
 
 class _Slotter(ast.NodeTransformer):
-    """Replace calls into candidate code by slot names; flag anything that cannot split."""
+    """Replace calls into candidate code by slot names; flag anything that cannot split.
+    ``evaluator`` (one per test: one budget) evaluates the calls' literal arguments."""
 
-    def __init__(self, candidate: set[str], calls: list[Call]):
+    def __init__(self, candidate: set[str], calls: list[Call], evaluator: Evaluator,
+                 sent: list[int]):
         self.candidate = candidate
         self.calls = calls
+        self.evaluator = evaluator
+        self.sent = sent  # [weight of the arguments of ``calls`` so far]
         self.ok = True
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
@@ -132,17 +141,33 @@ class _Slotter(ast.NodeTransformer):
         try:
             if any(isinstance(a, ast.Starred) for a in node.args):
                 raise ValueError("starred argument")
-            args = tuple(_constant(a) for a in node.args)
-            kwargs = {k.arg: _constant(k.value) for k in node.keywords if k.arg is not None}
+            args = tuple(_constant(a, self.evaluator) for a in node.args)
+            kwargs = {k.arg: _constant(k.value, self.evaluator) for k in node.keywords
+                      if k.arg is not None}
             if len(kwargs) != len(node.keywords):
                 raise ValueError("**kwargs")
+            weight = sum(map(self.evaluator.weight, args + tuple(kwargs.values())))
+            if self.sent[0] + weight > PLAN_ARG_WEIGHT:
+                raise ValueError("arguments too large to send: the test runs whole")
+            self.evaluator.budget.charge(weight, "the arguments")  # (their encoding, below)
             encode(list(args)), encode(kwargs)  # complex etc. cannot cross the boundary
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            self.sent[0] += weight
+        except Exception:  # not a literal, too costly, not plain: the test runs whole
             self.ok = False
             return node
         self.calls.append(Call(func.id, args, kwargs))
         return ast.copy_location(
             ast.Name(id=f"{SLOT_PREFIX}{len(self.calls) - 1}", ctx=ast.Load()), node)
+
+
+def _too_deep(node: ast.AST, limit: int = MAX_NESTING) -> bool:
+    stack = [(node, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in ast.iter_child_nodes(node))
+    return False
 
 
 def plan_test(source: str, candidate: set[str]) -> SplitTest | WholeTest | BadTest:
@@ -155,23 +180,37 @@ def plan_test(source: str, candidate: set[str]) -> SplitTest | WholeTest | BadTe
 def _plan(source: str, candidate: frozenset[str]) -> SplitTest | WholeTest | BadTest:
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
+    except (RecursionError, MemoryError):  # ast.parse gives up a little before compile()
+        return _whole(source, parsed=False)
+    except Exception as exc:  # SyntaxError, ValueError (a NUL byte), ...
         return BadTest(source, f"test does not compile: {exc}")
+    try:
+        return _split(source, tree, candidate)
+    except Exception:  # RecursionError, MemoryError, ...: whatever the planner cannot handle
+        return _whole(source)
+
+
+def _split(source: str, tree: ast.Module, candidate: frozenset[str]
+           ) -> SplitTest | WholeTest | BadTest:
     asserts: list[ast.expr] = []
     calls: list[Call] = []
-    for stmt in tree.body:
+    evaluator = Evaluator({}, Budget(seconds=PLAN_SECONDS))  # one budget for the whole test
+    sent = [0]
+    for stmt in tree.body:  # (the slotter rewrites the tree: _whole parses the source again)
         if isinstance(stmt, ast.Import) and all(a.name == "math" and a.asname is None
                                                 for a in stmt.names):
             continue
         if not isinstance(stmt, ast.Assert):
-            return _whole(source, tree)
-        slotter = _Slotter(candidate, calls)
+            return _whole(source)
+        if _too_deep(stmt.test):  # the slotter and the evaluator recurse: not this deep
+            return _whole(source)
+        slotter = _Slotter(candidate, calls, evaluator, sent)
         expr = slotter.visit(stmt.test)
         if not slotter.ok or not supported(expr):
-            return _whole(source, ast.parse(source))
+            return _whole(source)
         asserts.append(expr)
     if not asserts:
-        return _whole(source, tree)
+        return _whole(source)
     return SplitTest(source, asserts, calls)
 
 
@@ -179,9 +218,94 @@ def clear_plan_cache() -> None:
     _plan.cache_clear()
 
 
-def _whole(source: str, tree: ast.Module) -> WholeTest | BadTest:
-    try:  # parse() accepts some programs compile() rejects ('return' outside a function)
-        compile(tree, "<test>", "exec")
+def _whole(source: str, parsed: bool = True) -> WholeTest | BadTest:
+    """A WholeTest if Python compiles the test, else a BadTest. The compile is checked here
+    only where that is cheap: compiling keeps constants in dicts, so many constants crafted
+    to share one hash value would take quadratic time; such a test is left to the jail."""
+    try:
+        if parsed:
+            if _constants_clash(ast.parse(source)):
+                return WholeTest(source)
+        elif len(source) > COMPILE_FREE_SOURCE:
+            return WholeTest(source)
+        # parse() accepts some programs compile() rejects ('return' outside a function)
+        compile(source, "<test>", "exec", dont_inherit=True)
     except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
         return BadTest(source, f"test does not compile: {exc}")
+    except Exception:  # nothing else is expected; the jail will say
+        return WholeTest(source)
     return WholeTest(source)
+
+
+def _constants_clash(tree: ast.Module) -> bool:
+    """Whether more than MAX_COLLISIONS distinct constants of ``tree`` (literals, and the
+    tuples, frozensets and small arithmetic the compiler folds them into) share a hash."""
+    nodes = list(ast.walk(tree))  # breadth-first: children after their parents
+    if sum(isinstance(n, ast.Constant) for n in nodes) <= COMPILE_FREE_CONSTANTS:
+        return False  # quadratic in this few is cheap
+    folded: dict[int, Any] = {}
+    per_hash: dict[int, int] = {}
+    seen: set = set()
+    for node in reversed(nodes):
+        value = _fold(node, folded)
+        if value is _NOT_CONSTANT:
+            continue
+        folded[id(node)] = value
+        try:
+            key = (type(value), value)
+            size = len(seen)
+            seen.add(key)  # compares it to at most MAX_COLLISIONS others
+        except TypeError:
+            continue
+        if len(seen) > size:
+            h = hash(key)
+            per_hash[h] = per_hash.get(h, 0) + 1
+            if per_hash[h] > MAX_COLLISIONS:
+                return True
+    return False
+
+
+_NOT_CONSTANT = object()
+
+
+def _fold(node: ast.AST, folded: dict[int, Any]) -> Any:
+    """The constant the compiler may make of ``node``, its children already folded."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        if not node.elts or not all(id(e) in folded for e in node.elts):
+            return _NOT_CONSTANT
+        items = [folded[id(e)] for e in node.elts]
+        if isinstance(node, ast.Set):  # a frozenset: only of items that do not clash
+            try:
+                hashes = [hash(i) for i in items]
+            except TypeError:
+                return _NOT_CONSTANT
+            if max(Counter(hashes).values()) > MAX_COLLISIONS:
+                return _NOT_CONSTANT  # (each is counted on its own anyway)
+            return frozenset(items)
+        return tuple(items)
+    operands = ([node.left, node.right] if isinstance(node, ast.BinOp)
+                else [node.operand] if isinstance(node, ast.UnaryOp) else None)
+    if operands is None or not all(id(o) in folded for o in operands):
+        return _NOT_CONSTANT
+    values = [folded[id(o)] for o in operands]
+    if not all(type(v) in (int, float, bool) and abs(v) < 1 << 4096 for v in values):
+        return _NOT_CONSTANT
+    try:
+        if isinstance(node, ast.UnaryOp):
+            return {ast.USub: operator.neg, ast.UAdd: operator.pos,
+                    ast.Invert: operator.invert}[type(node.op)](values[0])
+        if isinstance(node.op, ast.Pow | ast.LShift):  # folded only to small results
+            base, exp = values
+            if type(exp) is not int or not 0 <= exp <= 128 or (
+                    type(base) is int and abs(base).bit_length() * max(exp, 1) > 256):
+                return _NOT_CONSTANT
+            return base ** exp if isinstance(node.op, ast.Pow) else base << exp
+        return {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+                ast.Mod: operator.mod, ast.FloorDiv: operator.floordiv,
+                ast.RShift: operator.rshift, ast.BitAnd: operator.and_,
+                ast.BitOr: operator.or_, ast.BitXor: operator.xor,
+                ast.Div: operator.truediv}[type(node.op)](*values)
+    except (KeyError, ArithmeticError, ValueError, TypeError):
+        return _NOT_CONSTANT

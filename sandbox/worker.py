@@ -31,11 +31,34 @@ except ImportError:  # pragma: no cover - only inside the jail
     pass
 
 
+def starvation(pids: list[int], wall_s: float) -> str | None:
+    """Why a timed-out process was the host's fault, or None. Starved means it was runnable
+    but waited on the run queue for over half the time and ran under half of it: the machine
+    was overloaded. A process that slept or blocked waits on nothing (its fault), and one that
+    spawned busy threads has used the CPU itself (its fault too): neither reads as starved,
+    so code cannot buy an ``infra`` verdict that masks its failure."""
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/schedstat", "rb") as fh:
+                ran_ns, waited_ns = (int(x) for x in fh.read().split()[:2])
+        except (OSError, ValueError):
+            continue  # no /proc or schedstats: a timeout stays a timeout (fail closed)
+        try:  # the process's CPU clock: all its threads
+            cpu_s = time.clock_gettime(((~pid) << 3) | 2)
+        except OSError:
+            cpu_s = ran_ns / 1e9
+        if waited_ns / 1e9 > 0.5 * wall_s and cpu_s < 0.5 * wall_s:
+            return (f"host overloaded: a sandbox process waited {waited_ns / 1e9:.2f}s for a "
+                    f"CPU and ran {cpu_s:.2f}s in {wall_s:.2f}s (not the code's failure)")
+    return None
+
+
 class Child:
     """A blank child, seen from the worker."""
 
     def __init__(self, forker: Forker, sinks: list[Sink], cap: int):
         self.pid, self.in_w, out_r, log_r = forker.child()
+        self.started = time.monotonic()
         os.set_blocking(self.in_w, False)
         self.log = Sink(log_r, cap)
         sinks.append(self.log)
@@ -98,7 +121,9 @@ class Job:
             if batch is not None:
                 send(child.in_w, {"batch": batch}, deadline, self.sinks)
             return child, child.reader.read(deadline)
-        except (Timeout, Closed):
+        except (Timeout, Closed) as exc:
+            if isinstance(exc, Timeout):
+                exc.starved = starvation([child.pid], time.monotonic() - child.started)
             self._release(child)
             raise
 
@@ -117,10 +142,13 @@ class Job:
                 self.cand, first = self._candidate(t0 + self.timeout, cpu, batch)
             except (Timeout, Closed) as exc:
                 status = "timeout" if isinstance(exc, Timeout) else "crashed"
+                starved = getattr(exc, "starved", None)
+                if starved:  # the host, not the code: this job's verdicts cannot be trusted
+                    return {"status": "infra", "msg": starved}
                 self.load_error = {"status": status, "msg": "candidate code did not load: " + (
                     f"exceeded {self.timeout}s" if status == "timeout" else "process died")}
                 return self.load_error
-            if first != ["ready"]:
+            if not (isinstance(first, list) and first[:1] == ["ready"]):
                 self._release(self.cand)
                 self.cand = None
                 self.load_error = {"status": "error",
@@ -137,9 +165,12 @@ class Job:
                     value = ["bad", f"result too large (over {MAX_JOB_VALUES >> 20} MB per job)"]
                 values.append(value)
             except (Timeout, Closed) as exc:
+                starved = starvation([self.cand.pid], time.monotonic() - self.cand.started)
                 self._release(self.cand)
                 self.cand = None
                 if isinstance(exc, Timeout):
+                    if starved:
+                        return {"status": "infra", "msg": starved, "dur": time.monotonic() - t0}
                     return {"status": "timeout", "msg": f"exceeded {self.timeout}s",
                             "dur": time.monotonic() - t0}
                 if "limit" in str(exc):
@@ -158,6 +189,7 @@ class Job:
         pids, (c_in, c_log, t_in, t_out, t_log) = self.forker.pair()
         c_sink, t_sink = Sink(c_log, self.cap), Sink(t_log, 0)
         sinks = self.sinks + [c_sink, t_sink]
+        poison: dict | None = None
         try:
             for fd, role in ((c_in, {"role": "candidate", "code": self.msg["code"]}),
                              (t_in, {"role": "test", "src": test["src"], "token": test["token"],
@@ -166,14 +198,22 @@ class Job:
                 send(fd, dict(role, limits=limits, cwd=self.cwd), deadline, sinks)
             os.close(c_in)  # from now on only T writes to C
             c_in = -1
-            frame = Reader(t_out, sinks).read(deadline)
-            return {"status": "done", "frame": frame, "dur": time.monotonic() - t0}
+            reader = Reader(t_out, sinks)
+            while True:  # poison frames first (kept: the first one decides), then the final one
+                frame = reader.read(deadline)
+                if not (isinstance(frame, list) and frame[:1] == ["poison"]):
+                    break
+                poison = poison or {"status": "poisoned", "poison": frame[1:3]}
+            return {"status": "done", "frame": frame, "dur": time.monotonic() - t0,
+                    **(poison or {})}
         except Timeout:
-            return {"status": "timeout", "msg": f"exceeded {self.timeout}s",
-                    "dur": time.monotonic() - t0}
+            starved = starvation(pids, time.monotonic() - t0)
+            return dict({"status": "infra", "msg": starved} if starved else
+                        {"status": "timeout", "msg": f"exceeded {self.timeout}s"},
+                        dur=time.monotonic() - t0, **(poison or {}))
         except Closed:
             return {"status": "crashed", "msg": "test process died",
-                    "dur": time.monotonic() - t0}
+                    "dur": time.monotonic() - t0, **(poison or {})}
         finally:
             for pid in pids:
                 for fn in (os.killpg, os.kill):
@@ -232,6 +272,9 @@ def main() -> None:
         if pid == 0:
             os._exit(0 if install(os.getpid()) else 1)
         use_seccomp = os.waitpid(pid, 0)[1] == 0
+    # Under bubblewrap we are the jail's pid 1 (``--as-pid-1``): orphans are reparented to us,
+    # and the kernel reaps children of a process that ignores SIGCHLD.
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     server_pid, sock = start_fork_server(use_seccomp)  # before any job enters our memory
     forker = Forker(sock)
     scratch = [d for d in os.environ.get("SANDBOX_SCRATCH", "").split(":") if os.path.isdir(d)]

@@ -127,14 +127,16 @@ def test_plain_data_refuses_look_alikes_and_malformed_frames():
     class Int(int):
         pass
 
-    for value in (Int(1), [Int(1)], {"k": object()}, 1j, range(3), [print]):
+    for value in (Int(1), [Int(1)], {"k": object()}, 1j, [print]):
         with pytest.raises(NotPlain):
             encode(value)
     for data in ({"x": 1}, {"t": 1}, {"s": [[1]]}, {"d": [[[], 1]]}, {"I": "zz"}, {"b": "!!"},
-                 {"t": [1], "s": [2]}):
+                 {"t": [1], "s": [2]}, {"r": [0, 3, 0]}, {"r": [0, True, 1]}, {"r": [0, 1]},
+                 {"it": [1, None]}):
         with pytest.raises(ValueError):
             decode(data)
-    assert math.isnan(decode(float("nan")))
+    assert decode(float("nan")) is math.nan  # one NaN, so [nan] == [math.nan] as in Python
+    assert decode(encode(range(2, 10, 3))) == range(2, 10, 3)
 
 
 def test_without_bubblewrap_it_says_so_and_records_the_weaker_level(monkeypatch):

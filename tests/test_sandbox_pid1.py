@@ -1,0 +1,165 @@
+"""The jail's pid 1 and every other process a candidate can see: none holds a host pipe or
+another job's data where the candidate can reach it, and none can be signalled, reniced,
+re-limited or re-pinned by it. Each attack sits in a function a split test calls, so the
+jail really runs it and its return value is judged in the host."""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+
+from sandbox import Sandbox, execute
+
+SYSCALL = """
+import ctypes, os, struct
+libc = ctypes.CDLL(None, use_errno=True)
+# a valid siginfo_t for SIGSTOP sent with SI_QUEUE (what an unprivileged sender may queue)
+INFO = ctypes.create_string_buffer(struct.pack("iii", 19, 0, -1) + bytes(116))
+info = ctypes.addressof(INFO)
+def sys_(nr, *args):
+    ctypes.set_errno(0)
+    r = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])
+    return 0 if r >= 0 else ctypes.get_errno()
+"""
+
+
+def test_pid_1_is_the_undumpable_worker_not_an_unfiltered_init():
+    code = """
+import os
+def probe():
+    opened = []
+    for path in ("/proc/1/fd/0", "/proc/1/fd/1", "/proc/1/fd/2", "/proc/1/mem",
+                 "/proc/1/environ", "/proc/1/maps", "/proc/1/stack", "/proc/1/syscall"):
+        try:
+            with open(path, "rb") as fh:
+                fh.read(64)
+            opened.append(path)
+        except OSError:
+            pass
+    return opened
+"""
+    result = execute(code, ["assert probe() == []"])
+    assert result.outcomes[0].status == "passed", result.outcomes[0]
+
+
+def test_no_visible_process_exposes_a_pipe_or_memory_to_the_candidate():
+    code = """
+import os
+def probe():
+    reached = []
+    for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
+        if int(pid) == os.getpid():
+            continue
+        for what in ("fd/0", "fd/1", "fd/3", "mem", "environ"):
+            try:
+                open(f"/proc/{pid}/{what}", "rb").close()
+                reached.append(f"{pid}/{what}")
+            except OSError:
+                pass
+    return reached
+"""
+    result = execute(code, ["assert probe() == []"])
+    assert result.outcomes[0].status == "passed", result.outcomes[0]
+
+
+def test_a_candidate_cannot_read_the_next_queued_job():
+    # One worker, so the victim job is queued behind the attacker on the same jail: a slow
+    # first job lets both reach the queue, so the pool sends the victim to the worker's
+    # pipe while the attacker runs. The attacker greps everything it can open for the
+    # victim's secret; the victim holds it in its code, its test and its expected value.
+    secret = secrets.token_hex(12)
+    attacker = """
+import os
+def steal(secret_len):
+    found = []
+    for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
+        for what in ("fd/0", "fd/1", "cmdline", "environ", "mem"):
+            try:
+                with open(f"/proc/{pid}/{what}", "rb") as fh:
+                    os.set_blocking(fh.fileno(), False)
+                    data = fh.read(1 << 20) or b""
+            except (OSError, TypeError):
+                continue
+            found.append(data)
+    return [d.hex() for d in found if b"SECRET-" in d]
+"""
+    victim = f"def answer():\n    return 'SECRET-{secret}'\n"
+    with Sandbox(workers=1) as box:
+        results = box.execute_many([
+            ("import time\ndef slow():\n    time.sleep(0.5)\n    return 1\n",
+             ["assert slow() == 1"]),
+            (attacker, ["assert steal(24) == []"]),
+            (victim, [f"assert answer() == 'SECRET-{secret}'"]),
+        ])
+    assert results[1].outcomes[0].status == "passed", results[1].outcomes[0]
+    assert results[2].outcomes[0].status == "passed", results[2].outcomes[0]
+
+
+@pytest.mark.parametrize("call", [
+    "sys_(129, target, 19, info)",        # rt_sigqueueinfo(pid, SIGSTOP, info)
+    "sys_(297, target, target, 19, info)",  # rt_tgsigqueueinfo
+    "sys_(62, target, 19)",               # kill
+    "sys_(62, -1, 19)",                   # kill every process it may signal
+    "sys_(200, target, 19)",              # tkill
+    "sys_(234, target, target, 19)",      # tgkill
+    "sys_(302, target, 7, 0, 0)",         # prlimit64(pid, RLIMIT_NOFILE, NULL, NULL): reads too
+    "sys_(141, 0, target, 19)",           # setpriority(PRIO_PROCESS, pid, 19)
+    "sys_(141, 1, 0, 19)",                # setpriority(PRIO_PGRP, 0, 19)
+    "sys_(141, 2, 0, 19)",                # setpriority(PRIO_USER, 0, 19)
+    "sys_(203, target, 8, ctypes.addressof(ctypes.c_ulong(1)))",  # sched_setaffinity
+    "sys_(144, target, 0, ctypes.addressof(ctypes.c_int(0)))",    # sched_setscheduler
+    "sys_(142, target, ctypes.addressof(ctypes.c_int(0)))",       # sched_setparam
+    "sys_(251, 1, target, 0)",            # ioprio_set(IOPRIO_WHO_PROCESS, pid, 0)
+    "sys_(434, target, 0)",               # pidfd_open
+    "sys_(256, target, 8, 0, 0)",         # migrate_pages
+])
+def test_syscalls_aimed_at_other_processes_are_denied(call):
+    # The target is the jail's pid 1 and every other pid in the jail: the worker, the fork
+    # server, the pre-forked child of the next job. EPERM (1) for each one.
+    code = SYSCALL + f"""
+def attack():
+    errors = set()
+    for target in [int(p) for p in os.listdir("/proc") if p.isdigit()]:
+        if target != os.getpid():
+            errors.add({call})
+    return sorted(errors)
+"""
+    result = execute(code, ["assert attack() == [1]"])
+    assert result.outcomes[0].status == "passed", result.outcomes[0]
+
+
+def test_the_same_calls_on_itself_still_work():
+    code = SYSCALL + """
+import resource
+def own():
+    me = os.getpid()
+    os.setpriority(os.PRIO_PROCESS, 0, 5)
+    os.sched_setaffinity(0, os.sched_getaffinity(0))
+    resource.prlimit(me, resource.RLIMIT_NOFILE)
+    return [sys_(141, 0, me, 6), sys_(302, 0, 7, 0, 0)]
+"""
+    result = execute(code, ["assert own() == [0, 0]"])
+    assert result.outcomes[0].status == "passed", result.outcomes[0]
+
+
+def test_a_candidate_cannot_stall_the_next_job():
+    # The attacker tries every signal path at every pid with SIGSTOP; the next job on the same
+    # worker must run normally and not time out.
+    attacker = SYSCALL + """
+def sabotage():
+    for target in range(1, 400):
+        if target != os.getpid():
+            sys_(129, target, 19, info); sys_(62, target, 19); sys_(200, target, 19)
+            sys_(297, target, target, 19, info); sys_(141, 0, target, 19)
+    return True
+"""
+    with Sandbox(workers=1) as box:
+        results = box.execute_many(
+            [(attacker, ["assert sabotage()"])]
+            + [("def f():\n    return 1\n", ["assert f() == 1", "def test_x():\n"
+                                              "    assert f() == 1\n"])] * 3,
+            timeout_s=2.0)
+    assert results[0].outcomes[0].status == "passed", results[0].outcomes[0]
+    for r in results[1:]:
+        assert [o.status for o in r.outcomes] == ["passed", "passed"], r.outcomes

@@ -98,17 +98,34 @@ def to_arrow(schema: TableSchema, data: Data, *, run_id: str, step: int) -> pa.T
     return table
 
 
-def check_file_schema(schema: TableSchema, got: pa.Schema, where: str) -> None:
-    """Refuse a file written with another schema version or other column types."""
+def check_file_schema(schema: TableSchema, got: pa.Schema, where: str) -> dict[str, Any]:
+    """Refuse a file written with an unreadable schema version or other column types.
+
+    Returns the columns an older (readable) version lacks, with their fill values
+    (``TableSchema.upgrades``); ``{}`` for a file of the current version.
+    """
     meta = got.metadata or {}
     version = meta.get(b"artifacts.schema_version", b"?").decode()
-    if version != str(schema.version):
+    fill = schema.columns_added_since(int(version)) if version.isdigit() else None
+    if fill is None:
         raise SchemaError(f"{where}: written with {schema.name} schema v{version}, this reader "
                           f"expects v{schema.version}")
     for fld in schema.fields:
+        if fld.name in fill and got.get_field_index(fld.name) < 0:
+            continue
         idx = got.get_field_index(fld.name)
         if idx < 0:
             raise SchemaError(f"{where}: column {fld.name!r} is missing")
         if not got.field(idx).type.equals(fld.type):
             raise SchemaError(f"{where}: column {fld.name!r} is {got.field(idx).type}, schema "
                               f"{schema.name} v{schema.version} says {fld.type}")
+    return fill
+
+
+def add_filled_columns(schema: TableSchema, table: pa.Table, fill: dict[str, Any]) -> pa.Table:
+    """``table`` (an older version's file) with each missing column of ``fill`` added."""
+    for name, value in fill.items():
+        if table.schema.get_field_index(name) < 0:
+            fld = schema.arrow.field(name)
+            table = table.append_column(fld, pa.array([value] * table.num_rows, fld.type))
+    return table

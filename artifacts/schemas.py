@@ -11,12 +11,17 @@ adds both columns back on read, so every frame it returns carries ``run_id, step
 problem_id, sample_idx`` and tables join on them.
 
 To change a table: edit its fields, bump its ``version``. Files written with another version are
-refused on read with a message naming the file and both versions.
+refused on read with a message naming the file and both versions, unless the table declares how
+to read them: ``upgrades={1: {"col": fill}}`` says version 2 only added ``col`` to version 1
+(types of the other columns unchanged), and a version-1 file reads with ``col`` set to ``fill``
+in every row. A chain of such entries reads any older version; a version with no entry is
+refused. Use it when a change only adds columns (so old runs still resume, replay and report).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,6 +51,27 @@ class TableSchema:
     fields: tuple[pa.Field, ...]
     doc: str
     allowed: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    upgrades: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """``{v: {column: fill}}``: version ``v + 1`` only added these columns to version ``v``;
+    files of version ``v`` read with each one filled with ``fill``."""
+
+    def columns_added_since(self, version: int) -> dict[str, Any] | None:
+        """Columns (with their fill values) that a file of ``version`` lacks, ``{}`` for the
+        current version, ``None`` when files of ``version`` cannot be read.
+
+        >>> EXECUTIONS.columns_added_since(1), EXECUTIONS.columns_added_since(0)
+        ({'limits': None}, None)
+        """
+        if version == self.version:
+            return {}
+        if not 0 < version < self.version:
+            return None
+        fill: dict[str, Any] = {}
+        for v in range(version, self.version):
+            if v not in self.upgrades:
+                return None
+            fill |= self.upgrades[v]
+        return fill
 
     @property
     def arrow(self) -> pa.Schema:
@@ -124,22 +150,28 @@ TESTS = TableSchema("tests", 1, (
 ), "One row per parsed test snippet, kept or dropped.",
     allowed={"origin": ("discriminator", "baseline"), "parse_status": ("ok", "dropped")})
 
-EXECUTIONS = TableSchema("executions", 1, (
+EXECUTIONS = TableSchema("executions", 2, (
     *_KEYS,                                 # stage = origin stage of the test
     _f("test_id", _STR),
     _f("target_kind", _STR),
     _f("target_id", _STR),                  # "candidate", "reference" or the mutant's id
-    _f("status", _STR),                     # passed / failed / error / timeout / ... (sandbox)
+    _f("status", _STR),                     # passed / failed / error / timeout / ... (sandbox);
+                                            # "infra": the harness failed, not the code
     _f("message", _STR, nullable=True),
     _f("duration_s", _F64),
     _f("isolation", _STR),                  # isolation level the sandbox actually used
+    _f("limits", _STR, nullable=True),      # v2: limits the verdict ran under, compact JSON of
+                                            # ExecutionResult.limits ("{}": not run or unknown;
+                                            # null: written before v2)
 ), "One row per test x target (candidate code, reference solution, or a mutant of it).",
-    allowed={"target_kind": ("candidate", "reference", "mutant")})
+    allowed={"target_kind": ("candidate", "reference", "mutant")},
+    upgrades={1: {"limits": None}})
 
-REWARDS = TableSchema("rewards", 1, (
+REWARDS = TableSchema("rewards", 2, (
     *_KEYS,                                 # stage = training stage
-    _f("generator_reward", _F64),
-    _f("discriminator_reward", _F64),
+    # Null exactly when ``masked`` (v2): a masked sample has no reward at all.
+    _f("generator_reward", _F64, True),
+    _f("discriminator_reward", _F64, True),
     # Raw value of every reward function (configs.schema GENERATOR/DISCRIMINATOR_REWARDS);
     # null where the config did not use it. The totals above are their weighted sums.
     _f("pass_rate", _F64, True),
@@ -158,9 +190,15 @@ REWARDS = TableSchema("rewards", 1, (
     _f("n_baseline_passed", _I32),
     _f("n_mutants", _I32),
     _f("n_mutants_killed", _I32),
-    _f("generator_group_skipped", _BOOL),    # every sample of the problem scored the same
-    _f("discriminator_group_skipped", _BOOL),
-), "One row per sample: both rewards and every component that went into them.")
+    _f("generator_group_skipped", _BOOL),    # every scored sample of the problem scored the
+    _f("discriminator_group_skipped", _BOOL),  # same (masked samples are not in the group)
+    # v2: an "infra" verdict (harness, not code) that some reward reads: the sample is not
+    # scored (rewards, shares and per-function columns null) and enters no update, either role
+    # (rewards.SampleOutcome.masked). n_infra_tests: how many of its tests have such a verdict.
+    _f("masked", _BOOL),
+    _f("n_infra_tests", _I32),
+), "One row per sample: both rewards and every component that went into them.",
+    upgrades={1: {"masked": False, "n_infra_tests": 0}})
 
 UPDATES = TableSchema("updates", 1, (
     _f("stage", _I32),

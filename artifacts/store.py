@@ -41,7 +41,14 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from artifacts.convert import ArtifactError, Data, SchemaError, check_file_schema, to_arrow
+from artifacts.convert import (
+    ArtifactError,
+    Data,
+    SchemaError,
+    add_filled_columns,
+    check_file_schema,
+    to_arrow,
+)
 from artifacts.fsutil import atomic_write, resolve_root, sha256_bytes
 from artifacts.schemas import get_schema
 
@@ -328,7 +335,8 @@ class RunStore:
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise CorruptArtifactError(f"{self._uri(path)}: not a readable Parquet file "
                                        f"({exc})") from None
-        check_file_schema(schema, arrow.schema, self._uri(path))
+        fill = check_file_schema(schema, arrow.schema, self._uri(path))
+        arrow = add_filled_columns(schema, arrow, fill)  # an older version's file: upgraded
         return arrow.select(schema.names).cast(schema.arrow)
 
     def read_table(self, table: str, step: int | None = None, part: str | None = None,

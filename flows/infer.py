@@ -65,7 +65,10 @@ def format_scored(result: Any, scored: dict[str, Any]) -> str:
         lines.append(f"    {t['test_id']:<6} {valid:<6} "
                      f"{by_target.get((t['test_id'], 'candidate'), '-'):<8} {killed:<8} {first}")
     r = scored["rewards"].get(key)
-    if r is not None:
+    if r is not None and r.get("masked"):
+        lines.append(f"--- rewards: none (masked: {r['n_infra_tests']} test(s) with an 'infra' "
+                     "verdict, the sandbox failed rather than the code)")
+    elif r is not None:
         lines.append(
             f"--- rewards: generator {r['generator_reward']:.3f}, discriminator "
             f"{r['discriminator_reward']:.3f} (validity {r['validity']:.2f}, bug catch "

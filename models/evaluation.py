@@ -249,7 +249,7 @@ def sample_rows(results: Sequence[Any], scored: dict[str, Any] | None, model: st
                 "n_distinct_inputs": len({k for s in unique
                                           for k in call_inputs(s, r.problem.entry_point)}),
                 "failure_rate": (1.0 - sum(t.passed for t in judged) / len(judged)
-                                 if judged else None),
+                                 if judged and not outcome.masked else None),
                 "coherence": score, "n_edge_named": named, "n_edge_tested": hit,
                 "generator_reward": reward["generator_reward"],
                 "discriminator_reward": reward["discriminator_reward"],

@@ -13,6 +13,9 @@ Conventions shared by all rewards (``DESIGN.md``, *Rewards*):
   the discriminator's doing.
 * Validity divides by ``max(n_tests, cfg.validity_floor)`` so that emitting one or two trivial
   (valid, toothless) tests does not earn full validity.
+* An ``infra`` verdict (the harness failed, not the code) is never scored: a sample whose
+  rewards would read one is masked (``SampleOutcome.masked``). :func:`compute_rewards` gives it
+  no totals, and the components every reward is built from refuse it (``ValueError``).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from configs.schema import RewardConfig
-from rewards.outcome import SampleOutcome, TestVerdict
+from rewards.outcome import INFRA, SampleOutcome, TestVerdict
 
 RewardFn = Callable[[SampleOutcome, RewardConfig], float]
 
@@ -35,12 +38,21 @@ def _v(origin: str = "discriminator", valid: bool = True, passed: bool = True,
                        mutants_killed=kills)
 
 
+def _scorable(outcome: SampleOutcome, what: str) -> None:
+    """Refuse a masked outcome: an ``infra`` verdict is neither a pass nor a fail."""
+    if outcome.masked:
+        t = outcome.infra_tests[0]
+        raise ValueError(f"{what}: the outcome is masked (test {t.test_key[:60]!r} has an "
+                         f"{INFRA!r} verdict); masked samples are never scored")
+
+
 # --- components --------------------------------------------------------------------------
 def generator_pass_rate(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     """Share of valid, deduplicated tests (baseline + discriminator) the final code passes.
 
     No code, or every test timed out: 0. No test to judge by: ``cfg.neutral``.
     """
+    _scorable(outcome, "generator_pass_rate")
     if not outcome.code_ok:
         return 0.0
     tests = outcome.generator_tests
@@ -53,6 +65,7 @@ def generator_pass_rate(outcome: SampleOutcome, cfg: RewardConfig) -> float:
 
 def validity(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     """Valid discriminator tests over ``max(n_discriminator_tests, validity_floor)``."""
+    _scorable(outcome, "validity")
     tests = outcome.discriminator_tests
     n_valid = sum(t.valid for t in tests)
     return n_valid / max(len(tests), cfg.validity_floor)
@@ -60,6 +73,7 @@ def validity(outcome: SampleOutcome, cfg: RewardConfig) -> float:
 
 def bug_catch(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     """Share of the valid discriminator tests that the final code fails (0 with none)."""
+    _scorable(outcome, "bug_catch")
     valid = outcome.valid_discriminator_tests
     return sum(not t.passed for t in valid) / len(valid) if valid else 0.0
 
@@ -135,6 +149,7 @@ def valid_invalid_bugcatch(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     >>> valid_invalid_bugcatch(SampleOutcome(True, ()), cfg)
     0.0
     """
+    _scorable(outcome, "valid_invalid_bugcatch")
     tests = outcome.discriminator_tests
     if not tests:
         return 0.0
@@ -159,6 +174,7 @@ def mutation_kill(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     >>> round(mutation_kill(SampleOutcome(True, tests, n_mutants=3), cfg), 6)
     0.666667
     """
+    _scorable(outcome, "mutation_kill")
     if outcome.n_mutants == 0:
         return 0.0
     killed = [any(t.killed(m) for t in outcome.valid_discriminator_tests)
@@ -179,11 +195,18 @@ DISCRIMINATOR_REWARDS: dict[str, RewardFn] = {
 
 @dataclass(frozen=True)
 class RewardBreakdown:
-    """Weighted totals for both roles and every component, flat, for the rewards table."""
+    """Weighted totals for both roles and every component, flat, for the rewards table.
 
-    generator: float
-    discriminator: float
-    components: dict[str, float] = field(default_factory=dict)
+    A masked sample (``SampleOutcome.masked``) has ``None`` totals and ``None`` shares: no
+    reward value exists for it, so none can reach an update or a mean by accident."""
+
+    generator: float | None
+    discriminator: float | None
+    components: dict[str, float | None] = field(default_factory=dict)
+
+    @property
+    def masked(self) -> bool:
+        return self.generator is None
 
 
 def compute_rewards(outcome: SampleOutcome, cfg: RewardConfig) -> RewardBreakdown:
@@ -202,26 +225,48 @@ def compute_rewards(outcome: SampleOutcome, cfg: RewardConfig) -> RewardBreakdow
     (0.75, 0.583333)
     >>> r.components["n_valid"], r.components["reward/mutation_kill"]
     (3.0, 0.5)
+
+    A masked outcome (an ``infra`` verdict some reward would read) is never scored: no totals,
+    no shares; the counts only cover known verdicts (a test of unknown validity is neither
+    valid nor invalid).
+
+    >>> masked = SampleOutcome(True, out.tests + (_v(status=INFRA),), 2)
+    >>> m = compute_rewards(masked, cfg)
+    >>> m.masked, m.generator, m.discriminator, m.components["reward/pass_rate"]
+    (True, None, None, None)
+    >>> m.components["masked"], m.components["n_valid"], m.components["n_infra_tests"]
+    (1.0, 4.0, 1.0)
     """
-    raw = {name: fn(outcome, cfg) for name, fn in GENERATOR_REWARDS.items()}
-    raw |= {name: fn(outcome, cfg) for name, fn in DISCRIMINATOR_REWARDS.items()}
     disc = outcome.discriminator_tests
     n_valid = sum(t.valid for t in disc)
     gen_tests = outcome.generator_tests
-    components = {
+    masked = outcome.masked
+    components: dict[str, float | None] = {
         "code_ok": float(outcome.code_ok),
+        "masked": float(masked),
+        "n_infra_tests": float(len(outcome.infra_tests)),
         "n_tests": float(len(gen_tests)),
         "n_passed": float(sum(t.passed for t in gen_tests) if outcome.code_ok else 0),
-        "pass_rate": generator_pass_rate(outcome, cfg),
         "all_timeouts": float(outcome.all_timeouts),
         "n_disc_tests": float(len(disc)),
         "n_valid": float(n_valid),
         "n_invalid": float(len(disc) - n_valid),
         "n_duplicates": float(sum(t.duplicate for t in outcome.tests)),
+        "n_mutants": float(outcome.n_mutants),
+    }
+    if masked:
+        names = [*GENERATOR_REWARDS, *DISCRIMINATOR_REWARDS]
+        components |= dict.fromkeys(("pass_rate", "validity", "bug_catch", "mutation_kill"))
+        components |= {f"reward/{name}": None for name in names}
+        components |= {"generator_reward": None, "discriminator_reward": None}
+        return RewardBreakdown(generator=None, discriminator=None, components=components)
+    raw = {name: fn(outcome, cfg) for name, fn in GENERATOR_REWARDS.items()}
+    raw |= {name: fn(outcome, cfg) for name, fn in DISCRIMINATOR_REWARDS.items()}
+    components |= {
+        "pass_rate": generator_pass_rate(outcome, cfg),
         "validity": validity(outcome, cfg),
         "bug_catch": bug_catch(outcome, cfg),
         "mutation_kill": mutation_kill(outcome, cfg),
-        "n_mutants": float(outcome.n_mutants),
     }
     components |= {f"reward/{name}": float(value) for name, value in raw.items()}
     generator = sum(w * raw[name] for name, w in cfg.generator.items())

@@ -5,6 +5,12 @@ the problem's reference solution and against AST mutants of the reference); the 
 those results into one :class:`SampleOutcome` per sample. Rewards read nothing else, so they
 stay plain functions over execution results, with no model, table or sandbox in sight.
 
+A verdict with status :data:`INFRA` came from the harness, not from the code (a dead worker, a
+jail that did not start, a process starved on an overloaded host). It is neither a pass nor a
+fail and no reward ever scores it: a sample whose rewards would read one is *masked*
+(:attr:`SampleOutcome.masked`, the one place the rule lives) and enters no update, for either
+role.
+
     from rewards import SampleOutcome, TestVerdict, normalise_test
 """
 
@@ -16,6 +22,8 @@ from dataclasses import dataclass
 ORIGINS = ("baseline", "discriminator")
 PASSED = "passed"
 TIMEOUT = "timeout"
+INFRA = "infra"
+"""Sandbox status of a verdict the harness produced (the code was not judged): unknown."""
 
 
 def normalise_test(snippet: str) -> str:
@@ -52,18 +60,21 @@ class TestVerdict:
     """Stage 1..5 that emitted it; 0 for baseline tests."""
     duplicate: bool
     """Same test as an earlier one of this sample: it counts once, so this copy is ignored."""
-    valid: bool
-    """The reference solution passes it. Invalid tests never count against the generator."""
+    valid: bool | None
+    """The reference solution passes it. Invalid tests never count against the generator.
+    ``None``: unknown, the reference's verdict was :data:`INFRA`; such a test is neither valid
+    nor invalid (it never counts as invalid against the discriminator) and masks its sample."""
     candidate_status: str
     """Outcome on the sample's final code: ``passed``, ``failed``, ``error``, ``timeout``...
     Anything but ``passed`` is a failure (a test that was not run because there was no code
-    included)."""
-    mutants_killed: tuple[bool, ...] = ()
-    """Per reference mutant: this test fails on that mutant. Empty: not run against mutants
-    (counts as killing none)."""
+    included), except :data:`INFRA`: unknown, never scored (see :attr:`unknown`)."""
+    mutants_killed: tuple[bool | None, ...] = ()
+    """Per reference mutant: this test fails on that mutant; ``None``: unknown (that run's
+    verdict was :data:`INFRA`). Empty: not run against mutants (counts as killing none)."""
 
     def killed(self, mutant: int) -> bool:
-        return bool(self.mutants_killed) and self.mutants_killed[mutant]
+        """Known to kill ``mutant`` (an unknown verdict is not a kill)."""
+        return bool(self.mutants_killed) and self.mutants_killed[mutant] is True
 
     def __post_init__(self) -> None:
         if self.origin not in ORIGINS:
@@ -77,8 +88,32 @@ class TestVerdict:
 
     @property
     def counts(self) -> bool:
-        """Counts towards rewards: valid and the first copy of its test."""
-        return self.valid and not self.duplicate
+        """Counts towards rewards: known valid and the first copy of its test."""
+        return self.valid is True and not self.duplicate
+
+    @property
+    def unknown(self) -> bool:
+        """A verdict that some reward reads came from the harness (:data:`INFRA`).
+
+        Read verdicts of a test (duplicates have none: they count through their first copy):
+        the reference's always (it decides validity, which every reward reads), and once the
+        test is known valid, the candidate's (pass rate, bug catch) and each mutant's (mutation
+        kill). A known-invalid test's other verdicts are read by no reward, so they mask
+        nothing.
+
+        >>> v = TestVerdict("t", "discriminator", 1, False, True, "passed", (True, None))
+        >>> v.unknown, v.killed(0), v.killed(1)       # mutant 1: kill credit unknown
+        (True, True, False)
+        >>> TestVerdict("t", "baseline", 0, False, None, "passed").unknown   # validity unknown
+        True
+        >>> TestVerdict("t", "discriminator", 1, False, False, INFRA).unknown  # invalid anyway
+        False
+        """
+        if self.duplicate:
+            return False
+        if self.valid is None:
+            return True
+        return self.valid and (self.candidate_status == INFRA or None in self.mutants_killed)
 
 
 @dataclass(frozen=True)
@@ -109,12 +144,43 @@ class SampleOutcome:
 
     @property
     def discriminator_tests(self) -> tuple[TestVerdict, ...]:
-        """The discriminator's own tests, deduplicated (valid or not)."""
-        return tuple(t for t in self.tests if t.origin == "discriminator" and not t.duplicate)
+        """The discriminator's own tests, deduplicated, known valid or known invalid (a test of
+        unknown validity is neither)."""
+        return tuple(t for t in self.tests if t.origin == "discriminator" and not t.duplicate
+                     and t.valid is not None)
 
     @property
     def valid_discriminator_tests(self) -> tuple[TestVerdict, ...]:
         return tuple(t for t in self.discriminator_tests if t.valid)
+
+    # --- the masking rule ----------------------------------------------------------------
+    @property
+    def infra_tests(self) -> tuple[TestVerdict, ...]:
+        """Tests with a verdict that a reward would read and the harness produced
+        (:attr:`TestVerdict.unknown`)."""
+        return tuple(t for t in self.tests if t.unknown)
+
+    @property
+    def masked(self) -> bool:
+        """No reward of this sample may be computed: one of its counted tests has an
+        :data:`INFRA` verdict on the candidate, on the reference (validity unknown) or on a
+        mutant (kill credit unknown).
+
+        Scoring it as a pass or as a fail would reward or punish the model for the sandbox's
+        trouble, so both roles' rewards of a masked sample are left out: ``compute_rewards``
+        gives ``None`` totals, the rewards table marks the row ``masked``, and the update drops
+        the sample before group-relative advantages are computed (it is not in its group).
+
+        >>> ok = TestVerdict("a", "discriminator", 1, False, True, "failed")
+        >>> SampleOutcome(True, (ok,)).masked
+        False
+        >>> SampleOutcome(True, (ok, TestVerdict("b", "baseline", 0, False, True, INFRA))).masked
+        True
+        >>> SampleOutcome(True, (ok, TestVerdict("c", "discriminator", 1, False, None, "passed"))
+        ...               ).discriminator_tests == (ok,)  # masked, and "c" is not invalid
+        True
+        """
+        return bool(self.infra_tests)
 
     @property
     def all_timeouts(self) -> bool:

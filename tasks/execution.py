@@ -12,6 +12,7 @@ reference and each mutant run every distinct test of the problem once.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,7 @@ from tasks.rollout import step_samples
 from tasks.runtime import RunContext
 
 NOT_RUN = "not_run"  # candidate status when the stage-5 output held no usable code
+NO_LIMITS = "{}"     # limits of a row that did not run (or of a sandbox that reports none)
 RunJobs = Callable[[list[tuple[str, list[str]]]], list[Any]]
 
 
@@ -72,14 +74,26 @@ def plan_jobs(suites: Sequence[Suite], mutants: dict[str, list[Mutant]]) -> JobP
     return plan
 
 
+def limits_json(limits: Any) -> str:
+    """The limits a verdict ran under, as compact JSON with sorted keys (one string per row).
+
+    >>> limits_json({"timeout_s": 2.0, "memory_mb": 256}), limits_json(None)
+    ('{"memory_mb":256,"timeout_s":2.0}', '{}')
+    """
+    return json.dumps(dict(limits or {}), sort_keys=True, separators=(",", ":"), default=str)
+
+
 def execution_rows(suites: Sequence[Suite], plan: JobPlan, results: Sequence[Any],
                    mutants: dict[str, list[Mutant]]) -> list[dict[str, Any]]:
-    """Rows of the executions table: one per sample x test x target."""
+    """Rows of the executions table: one per sample x test x target, each with the limits
+    (``ExecutionResult.limits``) its verdict ran under. A status is the sandbox's own, ``infra``
+    included (the harness failed, not the code): scoring masks it, it is recorded as is."""
     per_candidate: dict[tuple[str, int], dict[str, Any]] = {}
     shared: dict[tuple[str, str], dict[str, Any]] = {}  # (problem, target_id) -> snippet->outcome
     for (kind, target_id, pid, j), (_, tests), result in zip(plan.targets, plan.jobs, results,
                                                            strict=True):
-        outcomes = {snippet: (o, str(result.isolation))
+        limits = limits_json(getattr(result, "limits", None))  # before the sandbox kept them: {}
+        outcomes = {snippet: (o, str(result.isolation), limits)
                     for snippet, o in zip(tests, result.outcomes, strict=True)}
         if kind == "candidate":
             per_candidate[(pid, j)] = outcomes
@@ -98,15 +112,16 @@ def execution_rows(suites: Sequence[Suite], plan: JobPlan, results: Sequence[Any
                     continue
                 found = outcomes.get(t["snippet"]) if outcomes else None
                 if found is None:  # candidate without code: recorded as not run, not a crash
-                    status, message, duration, isolation = NOT_RUN, s.code_reason, 0.0, "none"
+                    status, message, duration = NOT_RUN, s.code_reason, 0.0
+                    isolation, limits = "none", NO_LIMITS
                 else:
-                    o, isolation = found
+                    o, isolation, limits = found
                     status, message, duration = o.status, (o.message or None), float(o.duration_s)
                 rows.append({"stage": int(t["stage"]), "problem_id": pid,
                              "sample_idx": s.sample_idx, "test_id": t["test_id"],
                              "target_kind": kind, "target_id": target_id, "status": status,
                              "message": message, "duration_s": duration,
-                             "isolation": isolation})
+                             "isolation": isolation, "limits": limits})
     return rows
 
 

@@ -40,7 +40,8 @@ class Progress:
         line = (f"stage {planned.stage} step {planned.step} ({planned.role}): "
                 f"gen reward {metrics.get('generator/reward', 0):.3f} | "
                 f"disc reward {metrics.get('discriminator/reward', 0):.3f} | "
-                f"validity {metrics.get('discriminator/validity', 0):.2f}")
+                f"validity {metrics.get('discriminator/validity', 0):.2f} | "
+                f"infra-masked {int(metrics.get('sandbox/infra_masked_samples', 0))}")
         self._bar.update(self._task, completed=self.done, description=line)
         self._bar.console.print(line)
         update_progress_artifact(self._artifact, 100.0 * self.done / max(self.total, 1))

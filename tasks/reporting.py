@@ -13,6 +13,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from rewards.outcome import INFRA
 from tasks.runtime import RunContext, artifact_key
 from tasks.schedule import ROLES
 
@@ -21,9 +22,23 @@ def _mean(values: list[float]) -> float:
     return float(statistics.fmean(values)) if values else 0.0
 
 
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
 def step_metrics(rewards: list[dict[str, Any]], executions: list[dict[str, Any]],
                  updates: list[dict[str, Any]], tests: list[dict[str, Any]]) -> dict[str, float]:
-    """Namespaced means of one step (``generator/*``, ``discriminator/*``, ``ppo/*``, ...)."""
+    """Namespaced means of one step (``generator/*``, ``discriminator/*``, ``ppo/*``, ...).
+
+    Reward means cover the scored samples only: a masked sample (an ``infra`` verdict, see
+    ``rewards.SampleOutcome.masked``) has no reward and is counted instead, in
+    ``sandbox/infra_masked_samples`` (and ``_fraction``); masking is per sample for both roles,
+    so the count is that of the role the step updates as well as of the other one.
+    ``sandbox/infra_verdicts`` counts the executions the harness, not the code, decided.
+    """
+    all_rows = rewards
+    rewards = [r for r in all_rows if not r.get("masked")]
+    n_masked = len(all_rows) - len(rewards)
     m: dict[str, float] = {
         "generator/reward": _mean([r["generator_reward"] for r in rewards]),
         "generator/pass_rate": _mean([r["n_passed_valid"] / r["n_valid"] if r["n_valid"]
@@ -31,8 +46,10 @@ def step_metrics(rewards: list[dict[str, Any]], executions: list[dict[str, Any]]
         "generator/baseline_pass_rate": _mean([r["n_baseline_passed"] / r["n_baseline"]
                                                for r in rewards if r["n_baseline"]]),
         "discriminator/reward": _mean([r["discriminator_reward"] for r in rewards]),
-        "discriminator/validity": _mean([r["validity"] for r in rewards]),
-        "discriminator/bug_catch": _mean([r["bug_catch"] for r in rewards]),
+        "discriminator/validity": _mean([r["validity"] for r in rewards
+                                         if r["validity"] is not None]),
+        "discriminator/bug_catch": _mean([r["bug_catch"] for r in rewards
+                                          if r["bug_catch"] is not None]),
         "discriminator/mutants_killed": _mean([r["n_mutants_killed"] / r["n_mutants"]
                                                for r in rewards if r["n_mutants"]]),
         "discriminator/valid_tests": _mean([r["n_valid"] for r in rewards]),
@@ -40,6 +57,8 @@ def step_metrics(rewards: list[dict[str, Any]], executions: list[dict[str, Any]]
                                                    for r in rewards]),
         "rewards/discriminator_groups_skipped": _mean([r["discriminator_group_skipped"]
                                                        for r in rewards]),
+        "sandbox/infra_masked_samples": float(n_masked),
+        "sandbox/infra_masked_fraction": n_masked / len(all_rows) if all_rows else 0.0,
     }
     kept = [t for t in tests if t["origin"] == "discriminator"]
     m["tests/parsed"] = float(sum(t["parse_status"] == "ok" for t in kept))
@@ -48,6 +67,7 @@ def step_metrics(rewards: list[dict[str, Any]], executions: list[dict[str, Any]]
     cand = [e for e in executions if e["target_kind"] == "candidate"]
     m["sandbox/executions"] = float(len(executions))
     m["sandbox/timeouts"] = float(sum(e["status"] == "timeout" for e in executions))
+    m["sandbox/infra_verdicts"] = float(sum(e["status"] == INFRA for e in executions))
     m["sandbox/candidate_errors"] = float(sum(e["status"] == "error" for e in cand))
     m["sandbox/no_code"] = float(sum(e["status"] == "not_run" for e in cand))
     m["sandbox/seconds"] = float(sum(e["duration_s"] for e in executions))
@@ -74,14 +94,18 @@ def log_step(ctx: RunContext, step: int, stage: int, role: str) -> dict[str, flo
     if ctx.tracker is not None and ctx.mlflow_run_id:
         ctx.tracker.log_metrics(ctx.mlflow_run_id, metrics, step=step)
     rows = read("rewards", step=step).to_pylist()
+    masked = int(metrics["sandbox/infra_masked_samples"])
     create_table_artifact(
         [{"problem": r["problem_id"], "sample": r["sample_idx"],
-          "generator_reward": round(r["generator_reward"], 3),
-          "discriminator_reward": round(r["discriminator_reward"], 3),
-          "validity": round(r["validity"], 3), "valid_tests": r["n_valid"],
-          "baseline_passed": f"{r['n_baseline_passed']}/{r['n_baseline']}"} for r in rows],
+          "generator_reward": _round(r["generator_reward"]),
+          "discriminator_reward": _round(r["discriminator_reward"]),
+          "validity": _round(r["validity"]), "valid_tests": r["n_valid"],
+          "baseline_passed": f"{r['n_baseline_passed']}/{r['n_baseline']}",
+          "masked": "infra" if r["masked"] else ""} for r in rows],
         key=f"{artifact_key(ctx.run_id)}-step-{step}",
-        description=f"Step {step}: stage {stage}, {role} update")
+        description=f"Step {step}: stage {stage}, {role} update"
+                    + (f"; {masked}/{len(rows)} samples masked (infra verdicts)"
+                       if masked else ""))
     return metrics
 
 

@@ -2,7 +2,9 @@
 
 ``outcomes_from_rows`` turns the executions and tests tables into one ``SampleOutcome`` per
 sample; ``reward_rows`` scores them with the configured reward registry and marks problems
-whose samples all scored the same (no signal: the update skips them).
+whose samples all scored the same (no signal: the update skips them). A sample with an
+``infra`` verdict that a reward would read (``SampleOutcome.masked``) is not scored: its row is
+``masked``, its rewards null, and it is left out of its problem's group.
 """
 
 from __future__ import annotations
@@ -15,7 +17,14 @@ from prefect.cache_policies import NO_CACHE
 
 from artifacts.store import Pointer
 from configs.schema import RewardConfig
-from rewards import SampleOutcome, TestVerdict, compute_rewards, group_signal, normalise_test
+from rewards import (
+    INFRA,
+    SampleOutcome,
+    TestVerdict,
+    compute_rewards,
+    group_signal,
+    normalise_test,
+)
 from tasks.runtime import RunContext
 
 SampleKey = tuple[str, int]
@@ -23,7 +32,11 @@ SampleKey = tuple[str, int]
 
 def outcomes_from_rows(tests: Iterable[dict[str, Any]], executions: Iterable[dict[str, Any]],
                        samples: list[SampleKey]) -> dict[SampleKey, SampleOutcome]:
-    """Join tests (kept ones, duplicates included) with their executions per sample."""
+    """Join tests (kept ones, duplicates included) with their executions per sample.
+
+    An ``infra`` verdict stays unknown: the reference's makes the test's validity ``None``
+    (neither valid nor invalid), a mutant's makes that kill ``None``, the candidate's is kept
+    as its status; ``SampleOutcome.masked`` then decides."""
     status: dict[tuple[str, int, str, str], str] = {}
     n_mutants: dict[str, set[str]] = {}
     code_ok: dict[SampleKey, bool] = {}
@@ -49,10 +62,11 @@ def outcomes_from_rows(tests: Iterable[dict[str, Any]], executions: Iterable[dic
                 verdicts.append(TestVerdict(normalise_test(t["snippet"]), t["origin"],
                                             int(t["stage"]), True, False, "duplicate"))
                 continue
-            killed = tuple(status.get((*key, tid, m), "passed") != "passed" for m in mutant_ids)
+            killed = tuple(_known(status.get((*key, tid, m), "passed"), False)
+                           for m in mutant_ids)
             verdicts.append(TestVerdict(
                 test_key=normalise_test(t["snippet"]), origin=t["origin"], stage=int(t["stage"]),
-                duplicate=False, valid=status.get((*key, tid, "reference")) == "passed",
+                duplicate=False, valid=_known(status.get((*key, tid, "reference")), True),
                 candidate_status=status.get((*key, tid, "candidate"), "not_run"),
                 mutants_killed=killed if t["origin"] == "discriminator" and mutant_ids else ()))
         out[key] = SampleOutcome(code_ok=code_ok.get(key, False), tests=tuple(verdicts),
@@ -60,19 +74,34 @@ def outcomes_from_rows(tests: Iterable[dict[str, Any]], executions: Iterable[dic
     return out
 
 
+def _known(status: str | None, passed_means: bool) -> bool | None:
+    """``passed_means`` if the verdict is a pass, its negation otherwise; None for ``infra``."""
+    if status == INFRA:
+        return None
+    return passed_means if status == "passed" else not passed_means
+
+
 def reward_rows(outcomes: dict[SampleKey, SampleOutcome], cfg: RewardConfig,
                 training_stage: int) -> list[dict[str, Any]]:
-    """One rewards row per sample, with every component and the no-signal flags."""
+    """One rewards row per sample, with every component, the no-signal flags and the mask.
+
+    Masked samples get null rewards and stay out of their problem's group: the no-signal flags
+    are computed over the scored samples only, and a masked sample carries its group's flag
+    (True when no sample of the problem was scored)."""
     keys = list(outcomes)
     scored = {k: compute_rewards(outcomes[k], cfg) for k in keys}
-    groups = [k[0] for k in keys]
-    gen_live = group_signal([scored[k].generator for k in keys], groups).mask
-    disc_live = group_signal([scored[k].discriminator for k in keys], groups).mask
+    live_keys = [k for k in keys if not scored[k].masked]
+    live_groups = [k[0] for k in live_keys]
+    gen_signal = group_signal([scored[k].generator for k in live_keys], live_groups)
+    disc_signal = group_signal([scored[k].discriminator for k in live_keys], live_groups)
+    gen_live = {g for g, ok in zip(live_groups, gen_signal.mask, strict=True) if ok}
+    disc_live = {g for g, ok in zip(live_groups, disc_signal.mask, strict=True) if ok}
+
     def used(c: dict[str, float], name: str, weights: dict[str, float]) -> float | None:
         return c[f"reward/{name}"] if name in weights else None  # null: not configured
 
     rows = []
-    for i, key in enumerate(keys):
+    for key in keys:
         c, o = scored[key].components, outcomes[key]
         baseline = [t for t in o.tests if t.origin == "baseline"]
         valid_disc = o.valid_discriminator_tests
@@ -95,8 +124,10 @@ def reward_rows(outcomes: dict[SampleKey, SampleOutcome], cfg: RewardConfig,
             "n_mutants": o.n_mutants,
             "n_mutants_killed": sum(any(t.killed(m) for t in valid_disc)
                                     for m in range(o.n_mutants)),
-            "generator_group_skipped": not gen_live[i],
-            "discriminator_group_skipped": not disc_live[i],
+            "generator_group_skipped": key[0] not in gen_live,
+            "discriminator_group_skipped": key[0] not in disc_live,
+            "masked": scored[key].masked,
+            "n_infra_tests": len(o.infra_tests),
         })
     return rows
 

@@ -6,6 +6,10 @@ old log-probs are those recorded at sampling time, the reference log-probs come 
 model with adapters disabled. Under ``ppo.advantage=gae`` the role's value head (from the run
 context) reads the same hidden states and is trained with the adapter. The maths is
 ``models.ppo.ppo_update``.
+
+Masked samples (rewards-table ``masked``: an ``infra`` verdict, ``rewards.SampleOutcome.masked``)
+have no reward and are left out of the batch, hence out of their problem's group before
+group-relative advantages are computed. A step whose samples are all masked updates nothing.
 """
 
 from __future__ import annotations
@@ -23,16 +27,26 @@ from tasks.runtime import RunContext
 REWARD_COLUMN = {"generator": "generator_reward", "discriminator": "discriminator_reward"}
 
 
+def is_masked(reward_row: dict[str, Any], role: str) -> bool:
+    """The sample has no ``role`` reward to learn from (masked: an ``infra`` verdict)."""
+    return bool(reward_row.get("masked")) or reward_row[REWARD_COLUMN[role]] is None
+
+
 def build_batch(chains: list[dict[str, Any]], rewards: list[dict[str, Any]], role: str
-                ) -> dict[str, Any]:
+                ) -> dict[str, Any] | None:
     """Tensors for ``ppo_update`` plus the token lists the log-prob function needs.
 
     ``chains`` are the role's rows at the trained stage; each is scored by its sample's reward
-    and grouped by problem (group-relative advantages).
+    and grouped by problem (group-relative advantages). Masked samples are left out; when
+    every rollout is masked the batch is None (nothing to learn from, not an error).
     """
-    reward = {(r["problem_id"], r["sample_idx"]): float(r[REWARD_COLUMN[role]]) for r in rewards}
+    reward = {(r["problem_id"], r["sample_idx"]): float(r[REWARD_COLUMN[role]])
+              for r in rewards if not is_masked(r, role)}
     rows = [c for c in chains if (c["problem_id"], c["sample_idx"]) in reward]
     if not rows:
+        masked = {(r["problem_id"], r["sample_idx"]) for r in rewards if is_masked(r, role)}
+        if any((c["problem_id"], c["sample_idx"]) in masked for c in chains):
+            return None
         raise ValueError(f"no {role} rollouts with rewards to update on")
     width = max(1, max(len(c["output_token_ids"]) for c in rows))
     old = torch.zeros((len(rows), width))                                # (B, T)
@@ -88,6 +102,14 @@ def run_update(ctx: RunContext, step: int, role: str, stage: int) -> dict[str, A
     batch = build_batch(chains, rewards, role)
     policies = ctx.policies
     before = policies.adapter_version(role)
+    if batch is None:  # every sample masked: no step, the adapter stays as it is
+        return {
+            "stage": stage, "role": role, "update_idx": 0, "loss": 0.0, "policy_loss": None,
+            "value_loss": None, "approx_kl": 0.0, "clip_fraction": 0.0, "entropy": 0.0,
+            "grad_norm": 0.0, "learning_rate": ctx.optimizers[role].param_groups[0]["lr"],
+            "n_sequences": 0, "n_tokens": 0, "duration_s": time.perf_counter() - start,
+            "adapter_version_before": before, "adapter_version_after": before,
+        }
     with policies.reference(role) as ref_model:                          # adapters off, no grad
         ref = logprob_fn(ctx, role, batch, ref_model)(batch)[0]          # (B, T)
     model = policies.model_for(role)

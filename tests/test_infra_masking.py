@@ -1,0 +1,258 @@
+"""``infra`` verdicts (the sandbox failed, not the code) are never scored: the sample is masked.
+
+Fake sandbox results only: no sandbox, model or Prefect.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from artifacts import RunStore
+from artifacts.schemas import get_schema
+from configs import RewardConfig
+from models.ppo import group_advantages
+from problems import load_problems
+from rewards import (
+    DISCRIMINATOR_REWARDS,
+    GENERATOR_REWARDS,
+    INFRA,
+    Mutant,
+    SampleOutcome,
+    TestVerdict,
+    compute_rewards,
+)
+from tasks.execution import NO_LIMITS, NOT_RUN, Suite, execution_rows, plan_jobs
+from tasks.reporting import step_metrics
+from tasks.scoring import outcomes_from_rows, reward_rows
+from tasks.update import build_batch
+
+CFG = RewardConfig(generator={"pass_rate": 1.0},
+                   discriminator={"adversarial_validity": 1.0, "mutation_kill": 0.5})
+LIMITS = {"timeout_s": 2.0, "memory_mb": 256, "nofile": 64}
+RIGHT = "def add(a, b):\n    return a + b"
+WRONG = "def add(a, b):\n    return a - b"
+GOOD, BAD = "assert add(1, 1) == 2", "assert add(2, 2) == 5"  # valid / invalid test
+
+
+@dataclass
+class FakeOutcome:
+    status: str
+    message: str = ""
+    duration_s: float = 0.01
+
+
+@dataclass
+class FakeResult:
+    outcomes: list
+    isolation: str = "fake"
+    limits: dict = field(default_factory=lambda: dict(LIMITS))
+
+
+@dataclass
+class LegacyResult:  # an ExecutionResult from before the sandbox reported its limits
+    outcomes: list
+    isolation: str = "fake"
+
+
+@pytest.fixture(scope="module")
+def add():
+    return next(p for p in load_problems("demo") if p.id == "add")
+
+
+def _suite(add, j: int, code: str | None, snippets: list[str]) -> Suite:
+    tests = [{"test_id": f"s1.{i}", "snippet": s, "stage": 1, "origin": "discriminator",
+              "test_idx": i} for i, s in enumerate(snippets)]
+    tests.append({"test_id": "b.0", "snippet": add.baseline_tests[0], "stage": 0,
+                  "origin": "baseline", "test_idx": 0})
+    return Suite(add, j, code, "no fenced code" if code is None else "", tests)
+
+
+def _run(add, suites, infra: dict[tuple[str, int | None], set[str]], result=FakeResult):
+    """Execute for real (in-process), then replace ``infra[(kind, sample)]`` snippets'
+    verdicts by ``infra``; returns executions rows, tests rows and the rewards rows."""
+    mutants = {"add": [Mutant(WRONG, "+ -> -", "arith")]}
+    plan = plan_jobs(suites, mutants)
+    results = []
+    for (kind, _, _, j), (code, tests) in zip(plan.targets, plan.jobs, strict=True):
+        ns: dict = {}
+        exec(code, ns)
+        outcomes = []
+        for t in tests:
+            if t in infra.get((kind, j), ()):
+                outcomes.append(FakeOutcome(INFRA, "worker died"))
+                continue
+            try:
+                exec(t, dict(ns))
+                outcomes.append(FakeOutcome("passed"))
+            except AssertionError:
+                outcomes.append(FakeOutcome("failed"))
+        results.append(result(outcomes))
+    rows = execution_rows(suites, plan, results, mutants)
+    tests = [dict(t, problem_id="add", sample_idx=s.sample_idx, parse_status="ok",
+                  is_duplicate=False) for s in suites for t in s.tests]
+    keys = [("add", s.sample_idx) for s in suites]
+    outcomes = outcomes_from_rows(tests, rows, keys)
+    return rows, outcomes, reward_rows(outcomes, CFG, training_stage=1)
+
+
+def test_infra_on_the_candidate_masks_the_sample_and_never_scores_it(add):
+    suites = [_suite(add, 0, RIGHT, [GOOD]), _suite(add, 1, WRONG, [GOOD]),
+              _suite(add, 2, RIGHT, [GOOD, BAD])]
+    rows, outcomes, rewards = _run(add, suites, {("candidate", 2): {GOOD}})
+    assert [r["status"] for r in rows if r["sample_idx"] == 2 and r["test_id"] == "s1.0"
+            and r["target_kind"] == "candidate"] == [INFRA]   # recorded as the sandbox said
+    by = {r["sample_idx"]: r for r in rewards}
+    assert outcomes[("add", 2)].masked and not outcomes[("add", 0)].masked
+    masked = by[2]
+    assert masked["masked"] and masked["n_infra_tests"] == 1
+    # Not a pass (1) and not a fail (0): no reward value at all, for either role.
+    for col in ("generator_reward", "discriminator_reward", "pass_rate", "adversarial_validity",
+                "mutation_kill", "validity", "bug_catch"):
+        assert masked[col] is None, col
+    assert masked["n_invalid"] == 1 and masked["n_valid"] == 1  # known verdicts still counted
+    assert (by[0]["generator_reward"], by[1]["generator_reward"]) == (1.0, 0.0)
+    assert not by[0]["masked"] and by[0]["n_infra_tests"] == 0
+
+    # The update never sees it: out of the batch, hence out of the group's advantages.
+    chains = [{"problem_id": "add", "sample_idx": j, "prompt_token_ids": [1],
+               "output_token_ids": [5, 6], "output_logprobs": [-0.1, -0.2]} for j in range(3)]
+    for role, col in (("generator", "generator_reward"),
+                      ("discriminator", "discriminator_reward")):
+        batch = build_batch(chains, rewards, role)
+        assert batch["scores"].tolist() == pytest.approx([by[0][col], by[1][col]]), role
+        assert batch["loss_mask"].shape[0] == 2
+    adv, live = group_advantages(build_batch(chains, rewards, "generator")["scores"],
+                                 torch.tensor([0, 0]))
+    assert live.all() and adv[0] > 0 > adv[1]   # the two scored samples, as if alone
+
+
+def test_infra_on_an_invalid_test_is_read_by_no_reward_and_masks_nothing(add):
+    suites = [_suite(add, 0, RIGHT, [GOOD, BAD]), _suite(add, 1, WRONG, [GOOD])]
+    _, outcomes, rewards = _run(add, suites, {("candidate", 0): {BAD}, ("mutant", None): {BAD}})
+    assert not outcomes[("add", 0)].masked
+    assert rewards[0]["generator_reward"] == 1.0 and rewards[0]["n_invalid"] == 1
+
+
+def test_infra_reference_verdict_is_neither_valid_nor_invalid(add):
+    suites = [_suite(add, 0, RIGHT, [GOOD, BAD]), _suite(add, 1, WRONG, [GOOD, BAD])]
+    _, outcomes, rewards = _run(add, suites, {("reference", None): {BAD}})
+    for key in (("add", 0), ("add", 1)):
+        bad = next(t for t in outcomes[key].tests if t.origin == "discriminator"
+                   and t.valid is not True)
+        assert bad.valid is None and bad.unknown     # unknown, not invalid
+        assert bad not in outcomes[key].discriminator_tests
+        assert outcomes[key].masked                  # validity unknown: cannot be scored
+    assert all(r["n_invalid"] == 0 and r["n_valid"] == 1 and r["masked"] for r in rewards)
+    assert all(r["generator_reward"] is None and r["discriminator_reward"] is None
+               for r in rewards)
+    assert all(r["generator_group_skipped"] for r in rewards)  # nothing scored in the group
+
+    # Every rollout masked: nothing to update on, which is not an error.
+    chains = [{"problem_id": "add", "sample_idx": j, "prompt_token_ids": [1],
+               "output_token_ids": [5], "output_logprobs": [-0.1]} for j in range(2)]
+    assert build_batch(chains, rewards, "discriminator") is None
+    with pytest.raises(ValueError, match="no generator rollouts"):
+        build_batch(chains, [], "generator")
+
+
+def test_infra_on_a_mutant_leaves_kill_credit_unknown_and_masks(add):
+    suites = [_suite(add, 0, RIGHT, [GOOD]), _suite(add, 1, WRONG, [GOOD])]
+    _, outcomes, rewards = _run(add, suites, {("mutant", None): {GOOD}})
+    good = next(t for t in outcomes[("add", 0)].tests if t.origin == "discriminator")
+    assert good.mutants_killed == (None,) and not good.killed(0)
+    assert all(r["masked"] and r["n_mutants_killed"] == 0 for r in rewards)
+
+
+def test_reward_functions_refuse_a_masked_outcome():
+    infra = TestVerdict("t", "discriminator", 1, False, True, INFRA)
+    out = SampleOutcome(True, (infra,), n_mutants=0)
+    assert out.masked and out.infra_tests == (infra,)
+    for fn in (*GENERATOR_REWARDS.values(), *DISCRIMINATOR_REWARDS.values()):
+        with pytest.raises(ValueError, match="masked"):
+            fn(out, CFG)
+    r = compute_rewards(out, CFG)
+    assert r.masked and r.generator is None and r.discriminator is None
+    assert all(v is None for k, v in r.components.items() if k.startswith("reward/"))
+    # Unmasked outcomes are scored exactly as before.
+    ok = compute_rewards(SampleOutcome(True, (TestVerdict("t", "discriminator", 1, False, True,
+                                                          "failed"),)), CFG)
+    assert not ok.masked and ok.generator == 0.0 and ok.components["masked"] == 0.0
+
+
+def test_step_metrics_count_masked_samples_and_infra_verdicts(add):
+    suites = [_suite(add, 0, RIGHT, [GOOD]), _suite(add, 1, WRONG, [GOOD]),
+              _suite(add, 2, RIGHT, [GOOD]), _suite(add, 3, WRONG, [GOOD])]
+    rows, _, rewards = _run(add, suites, {("candidate", 2): {GOOD, add.baseline_tests[0]}})
+    m = step_metrics(rewards, rows, [], [])
+    assert m["sandbox/infra_masked_samples"] == 1.0
+    assert m["sandbox/infra_masked_fraction"] == 0.25
+    assert m["sandbox/infra_verdicts"] == 2.0
+    # Reward means are over the three scored samples (1, 0, 0); the masked one is not a 0.
+    assert m["generator/reward"] == pytest.approx(1 / 3)
+    clean = step_metrics([dict(r, masked=False) for r in rewards[:2]], rows, [], [])
+    assert clean["sandbox/infra_masked_samples"] == 0.0
+
+
+def test_limits_land_in_the_executions_rows_and_the_store(add, tmp_path):
+    suites = [_suite(add, 0, RIGHT, [GOOD]), _suite(add, 1, None, [GOOD])]
+    rows, _, rewards = _run(add, suites, {})
+    ran = [r for r in rows if r["status"] != NOT_RUN]
+    assert ran and all(json.loads(r["limits"]) == LIMITS for r in ran)
+    assert ran[0]["limits"] == '{"memory_mb":256,"nofile":64,"timeout_s":2.0}'  # compact
+    assert all(r["limits"] == NO_LIMITS for r in rows if r["status"] == NOT_RUN)
+    legacy, _, _ = _run(add, suites, {}, result=LegacyResult)  # no ``limits`` attribute yet
+    assert {r["limits"] for r in legacy} == {NO_LIMITS}
+
+    store = RunStore(str(tmp_path), run_id="r")
+    store.write("executions", 1, "all", rows)
+    store.write("rewards", 1, "all", rewards)
+    back = store.read_table("executions", step=1).to_pylist()
+    assert [r["limits"] for r in back] == [r["limits"] for r in rows]
+
+
+@pytest.mark.parametrize("table,fill", [("executions", {"limits": None}),
+                                        ("rewards", {"masked": False, "n_infra_tests": 0})])
+def test_parts_of_the_previous_schema_version_still_read(add, tmp_path, table, fill):
+    """A run recorded before v2 (no limits, no mask) still resumes, replays and reports."""
+    rows, _, rewards = _run(add, [_suite(add, 0, RIGHT, [GOOD])], {})
+    store = RunStore(str(tmp_path), run_id="r")
+    ptr = store.write(table, 1, "all", rows if table == "executions" else rewards)
+    path = tmp_path / "run_id=r" / ptr.relpath
+    old = pq.read_table(path).drop_columns(list(fill))
+    pq.write_table(old.replace_schema_metadata({"artifacts.table": table,
+                                                "artifacts.schema_version": "1"}), path)
+    back = store.read_table(table, step=1)
+    assert back.schema.names[2:] == get_schema(table).names
+    for col, value in fill.items():
+        assert back.column(col).to_pylist() == [value] * back.num_rows
+    pq.write_table(old.replace_schema_metadata({"artifacts.schema_version": "0"}), path)
+    with pytest.raises(Exception, match=f"written with {table} schema v0"):
+        store.read_table(table, step=1)
+
+
+def test_an_update_whose_samples_are_all_masked_changes_nothing():
+    from types import SimpleNamespace
+
+    from tasks.update import run_update
+
+    class Rows(list):
+        def to_pylist(self):
+            return list(self)
+
+    chains = Rows([{"problem_id": "add", "sample_idx": 0, "prompt_token_ids": [1],
+                    "output_token_ids": [5], "output_logprobs": [-0.1]}])
+    rewards = Rows([{"problem_id": "add", "sample_idx": 0, "generator_reward": None,
+                     "discriminator_reward": None, "masked": True}])
+    store = SimpleNamespace(read_table=lambda table, **kw: chains if table == "chains"
+                            else rewards)
+    policies = SimpleNamespace(adapter_version=lambda role: "v1")  # no model is touched
+    ctx = SimpleNamespace(store=store, policies=policies,
+                          optimizers={"generator": SimpleNamespace(param_groups=[{"lr": 1e-4}])})
+    row = run_update(ctx, 1, "generator", 1)
+    assert row["n_sequences"] == 0 and row["n_tokens"] == 0
+    assert row["adapter_version_before"] == row["adapter_version_after"] == "v1"

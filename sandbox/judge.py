@@ -13,7 +13,8 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sandbox.evaluate import SLOT_PREFIX, EvalLimit, Evaluator, SlotRaised
+from sandbox.cost import EvalLimit
+from sandbox.evaluate import SLOT_PREFIX, Evaluator, SlotRaised
 from sandbox.plain import decode, encode
 from sandbox.result import ExecutionResult, TestOutcome
 from sandbox.split import (

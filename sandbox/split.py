@@ -17,7 +17,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.evaluate import MAX_NESTING, SLOT_PREFIX, Budget, Evaluator, supported
+from sandbox.cost import MAX_NESTING, Budget
+from sandbox.evaluate import SLOT_PREFIX, Evaluator, supported
 from sandbox.plain import MAX_COLLISIONS, encode
 
 # Names every whole test sees from a fixed, trusted prelude (never from candidate code), so a
@@ -102,7 +103,7 @@ def proxy_names(names: set[str]) -> list[str]:
 
 
 PLAN_SECONDS = 1.0            # planning one test (its constant arguments), at most
-PLAN_ARG_WEIGHT = 2_000_000   # literal arguments of one split test, in all (see evaluate)
+PLAN_ARG_WEIGHT = 2_000_000   # literal arguments of one split test, in all (see cost)
 COMPILE_FREE_CONSTANTS = 2048  # a test with more constants is checked before it is compiled
 COMPILE_FREE_SOURCE = 1 << 16  # a test ast.parse cannot take is compiled here only this short
 

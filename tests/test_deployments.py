@@ -26,6 +26,7 @@ from deployments import load_prefect_yaml, pool_names
 
 REPO = Path(__file__).resolve().parent.parent
 PREFECT = [sys.executable, "-m", "prefect"]
+WORKER_DEADLINE_S = 300  # the worker picks the run up and trains it: ~60 s on an idle machine
 
 
 def test_prefect_yaml_declares_the_deployments():
@@ -67,10 +68,18 @@ def stop(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
-def wait_healthy(api_url: str, server: subprocess.Popen, log: Path, timeout: float = 120) -> None:
+def log_tail(log: Path, chars: int = 4000) -> str:
+    text = log.read_text(errors="replace") if log.exists() else "(no log written)"
+    return f"--- {log.name} (last {chars} chars) ---\n{text[-chars:]}"
+
+
+def wait_healthy(api_url: str, server: subprocess.Popen, log: Path, timeout: float = 240) -> None:
+    """Until ``/health`` answers. The server creates and migrates a fresh SQLite database
+    first: ~15 s on an idle 2-core machine, a few times that when the cores are shared."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        assert server.poll() is None, f"prefect server exited:\n{log.read_text()[-4000:]}"
+        assert server.poll() is None, \
+            f"prefect server exited with code {server.returncode}\n{log_tail(log)}"
         try:
             with urllib.request.urlopen(f"{api_url}/health", timeout=2) as r:
                 if r.status == 200:
@@ -78,15 +87,51 @@ def wait_healthy(api_url: str, server: subprocess.Popen, log: Path, timeout: flo
         except OSError:
             pass
         time.sleep(0.5)
-    raise AssertionError(f"prefect server not healthy in {timeout}s:\n{log.read_text()[-4000:]}")
+    raise AssertionError(f"prefect server not healthy in {timeout}s\n{log_tail(log)}")
+
+
+def start_server(env: dict[str, str], tmp_path: Path) -> tuple[subprocess.Popen, str, Path]:
+    """``prefect server start`` on a free loopback port; ``(process, api_url, log)``.
+
+    ``free_port`` releases the port and the server binds it again only after its imports,
+    seconds later on a loaded machine; any process may take the port meanwhile (an outgoing
+    connection's local port, another test's server) and the server then exits 1 with "Port N
+    is already in use". Only that case is retried, on a new port."""
+    for attempt in range(1, 4):
+        port = free_port()
+        api_url = f"http://127.0.0.1:{port}/api"
+        log = tmp_path / f"server-{attempt}.log"
+        server = start([*PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                       {**env, "PREFECT_API_URL": api_url}, log, tmp_path)
+        try:
+            wait_healthy(api_url, server, log)
+            return server, api_url, log
+        except AssertionError:
+            stop(server)
+            taken = re.search(r"already\s+in\s+use", log.read_text(errors="replace"), re.I)
+            if attempt == 3 or not taken:
+                raise
+    raise AssertionError("unreachable")
+
+
+def run_checked(cmd: list[str], env: dict[str, str], timeout: float = 180) -> str:
+    """Run a short command to completion; its output (stdout) on success, else a failure that
+    shows what it printed, also when it had to be stopped at ``timeout``."""
+    name = " ".join(cmd[2:])
+    try:
+        done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        out, err = (b.decode(errors="replace") if isinstance(b, bytes) else b or ""
+                    for b in (exc.stdout, exc.stderr))
+        pytest.fail(f"{name}: still running after {timeout}s\n{out[-3000:]}\n{err[-3000:]}")
+    assert done.returncode == 0, f"{name}: exit code {done.returncode}\n" \
+                                 f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
 
 
 def cli(args: list[str], env: dict[str, str]) -> str:
-    done = subprocess.run([*PREFECT, *args], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=180)
-    assert done.returncode == 0, f"prefect {' '.join(args)}:\n{done.stdout[-3000:]}" \
-                                 f"\n{done.stderr[-3000:]}"
-    return done.stdout
+    return run_checked([*PREFECT, *args], env)
 
 
 @pytest.mark.slow
@@ -97,25 +142,20 @@ def test_deploy_and_run_train_through_a_worker(tiny_model_dir, tmp_path):
     from artifacts import RunStore
     from artifacts.tracking import TAG_FLOW_RUN, Tracker
 
-    port = free_port()
-    api_url = f"http://127.0.0.1:{port}/api"
     mlflow_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"),
-           "PREFECT_API_URL": api_url, "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "PREFECT_SERVER_UI_ENABLED": "false",
            # the nightly cron must not add runs a --run-once worker could pick up
            "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false",
            "MLFLOW_TRACKING_URI": mlflow_uri}  # read by the mlflow-uri build step at deploy
+    server, api_url, server_log = start_server(env, tmp_path)
+    env["PREFECT_API_URL"] = api_url
     worker_env = {k: v for k, v in env.items() if k != "MLFLOW_TRACKING_URI"}  # job vars only
-    server = start([*PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                   env, tmp_path / "server.log", tmp_path)
     worker = None
     try:
-        wait_healthy(api_url, server, tmp_path / "server.log")
-        setup = subprocess.run([sys.executable, "-m", "deployments", "setup"], cwd=REPO, env=env,
-                               capture_output=True, text=True, timeout=120)
-        assert setup.returncode == 0, setup.stdout + setup.stderr
-        assert "work pool 'adversarial-cpu': created" in setup.stdout
+        setup = run_checked([sys.executable, "-m", "deployments", "setup"], env)
+        assert "work pool 'adversarial-cpu': created" in setup, setup
         cli(["--no-prompt", "deploy", "--all"], env)
 
         # Shrunk for wall-clock time only, as in test_train_flow: two training stages, one step
@@ -131,18 +171,20 @@ def test_deploy_and_run_train_through_a_worker(tiny_model_dir, tmp_path):
                    "--param", f"overrides={json.dumps(overrides)}",
                    "--param", f"artifacts_root={json.dumps(str(tmp_path / 'runs'))}",
                    "--param", 'run_id="deploy-test"'], env)
-        flow_run_id = re.search(r"UUID: ([0-9a-f-]{36})", out).group(1)
+        started = re.search(r"UUID: ([0-9a-f-]{36})", out)
+        assert started, out
+        flow_run_id = started.group(1)
 
         worker = start([*PREFECT, "--no-prompt", "worker", "start", "--pool", "adversarial-cpu",
                         "--type", "process", "--run-once", "--limit", "1"],
                        worker_env, tmp_path / "worker.log", tmp_path)
         try:
-            worker.wait(timeout=300)
+            worker.wait(timeout=WORKER_DEADLINE_S)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"worker still running after 300s:\n"
-                        f"{(tmp_path / 'worker.log').read_text()[-4000:]}")
-        log = (tmp_path / "worker.log").read_text()
-        assert worker.returncode == 0, log[-4000:]
+            pytest.fail(f"worker still running after {WORKER_DEADLINE_S}s\n"
+                        f"{log_tail(tmp_path / 'worker.log')}")
+        log = log_tail(tmp_path / "worker.log")
+        assert worker.returncode == 0, log
 
         async def read():
             async with get_client() as client:
@@ -157,7 +199,7 @@ def test_deploy_and_run_train_through_a_worker(tiny_model_dir, tmp_path):
             if proc is not None:
                 stop(proc)
 
-    assert run.state.is_completed(), f"{run.state!r}\n{log[-4000:]}"
+    assert run.state.is_completed(), f"{run.state!r}\n{log}\n{log_tail(server_log)}"
     assert run.deployment_id == dep.id
     assert {d.name for d in all_deps} == {"train", "replay", "evaluate"}
     # what the deploy baked in: this checkout as working directory, the deploying shell's

@@ -117,34 +117,78 @@ def test_gae_trains_a_value_head_that_is_saved_and_restored(prefect_harness, tin
         ctx.restore_state(2)
 
 
+# The flow subprocesses below have no PREFECT_API_URL, so each starts a temporary Prefect server
+# and waits PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS (default 20) for it to answer. In a
+# fresh PREFECT_HOME the server first creates and migrates its SQLite database: 9-16 s on an
+# idle 2-core machine, 19-34 s with busy loops on the cores, and past 20 s the flow exits 1
+# ("Timed out while attempting to connect to ephemeral Prefect API server") before it trains.
+EPHEMERAL_SERVER_STARTUP_S = 300
+STEP_3_DEADLINE_S = 420  # start to "step 2 complete, step 3 under way": ~25 s idle, ~1 min loaded
+RESUME_DEADLINE_S = 420  # the resumed run, steps 3 and 4: ~17 s idle, ~30 s loaded
+
+
+def log_tail(log: Path, chars: int = 6000) -> str:
+    text = log.read_text(errors="replace") if log.exists() else "(no log written)"
+    return f"--- {log.name} (last {chars} chars) ---\n{text[-chars:]}"
+
+
+def start(cmd: list[str], env: dict[str, str], cwd: Path, log: Path) -> subprocess.Popen:
+    """``cmd`` with stdout and stderr in ``log``, in its own session: killing the group takes
+    the temporary Prefect server it starts too."""
+    with open(log, "wb") as out:
+        return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+# Both deadlines fit in the test's own limit, so a slow run fails with its log, not pytest-timeout.
+@pytest.mark.timeout(STEP_3_DEADLINE_S + RESUME_DEADLINE_S + 120)
 def test_killed_run_resumes_without_losing_or_repeating_a_step(tiny_model_dir, tmp_path):
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONPATH": str(REPO),
+           "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": str(EPHEMERAL_SERVER_STARTUP_S)}
     cmd = [sys.executable, "-m", "flows.train", "--config", str(REPO / "configs/minimal.yaml"),
            "--run-id", "resume-test"]
     for item in overrides(tiny_model_dir, tmp_path):
         cmd += ["--set", item]
     store = RunStore(str(tmp_path / "runs"), "resume-test")
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    first_log = tmp_path / "first-run.log"
+    proc = start(cmd, env, tmp_path, first_log)
     try:  # kill it in the middle of step 3: step 2 complete, some of step 3 written
-        deadline = time.monotonic() + 420
-        while time.monotonic() < deadline and proc.poll() is None:
-            if store.is_complete(2) and store.list_parts("chains", 3):
-                break
-            time.sleep(0.05)
-        assert proc.poll() is None, "the run ended before it could be killed"
+        deadline = time.monotonic() + STEP_3_DEADLINE_S
+        in_step_3 = False
+        while not in_step_3 and time.monotonic() < deadline and proc.poll() is None:
+            in_step_3 = store.is_complete(2) and bool(store.list_parts("chains", 3))
+            if not in_step_3:
+                time.sleep(0.05)
+        assert proc.poll() is None, (f"the run ended (exit code {proc.returncode}) before it "
+                                     f"could be killed\n{log_tail(first_log)}")
+        assert in_step_3, (f"step 3 not under way after {STEP_3_DEADLINE_S}s (complete: "
+                           f"{store.complete_steps()})\n{log_tail(first_log)}")
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert store.complete_steps() == [1, 2] and 3 in store.incomplete_steps()
+        kill_group(proc)
+    assert store.complete_steps() == [1, 2] and 3 in store.incomplete_steps(), \
+        log_tail(first_log)
 
-    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
-    assert "resuming after step 2" in done.stdout + done.stderr
-    assert store.complete_steps() == [1, 2, 3, 4]
+    resume_log = tmp_path / "resumed-run.log"
+    proc = start(cmd, env, tmp_path, resume_log)
+    try:
+        proc.wait(timeout=RESUME_DEADLINE_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the resumed run still runs after {RESUME_DEADLINE_S}s "
+                    f"(complete: {store.complete_steps()})\n{log_tail(resume_log)}")
+    finally:
+        kill_group(proc)
+    assert proc.returncode == 0, log_tail(resume_log)
+    assert "resuming after step 2" in resume_log.read_text(errors="replace"), \
+        log_tail(resume_log)
+    assert store.complete_steps() == [1, 2, 3, 4], log_tail(resume_log)
     updates = store.read("updates")
     assert list(updates["step"]) == [1, 2, 3, 4]  # none lost, none done twice
     for role in ("generator", "discriminator"):

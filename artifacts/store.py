@@ -11,7 +11,9 @@ Layout (hive-style, so ``pyarrow.dataset`` and ``pandas.read_parquet`` read it w
   ``.part-*.tmp-*`` files are invisible to readers and to ``pyarrow.dataset`` (dot prefix).
 * ``complete_step`` writes the step's manifest (every file with rows and sha256) last, then the
   step is frozen: further writes to it raise. Readers verify files of complete steps against the
-  manifest; ``incomplete_steps()`` finds steps a crash left behind.
+  manifest; ``incomplete_steps()`` finds steps a crash left behind. A manifest that exists but
+  does not read, parse or validate is corruption, not absence: every reader of the step's state
+  raises ``ManifestCorrupt`` naming the file (``corrupt_manifests()`` lists them all).
 * ``root`` is a local folder or any URI pyarrow opens (``file://``, ``s3://``, ``gs://``, ...)
   or fsspec does (``memory://``, ...).
 
@@ -62,6 +64,20 @@ class CorruptArtifactError(ArtifactError):
 
 class StepCompleteError(ArtifactError):
     """The step already has a manifest; its files are frozen."""
+
+
+class ManifestCorrupt(CorruptArtifactError):
+    """A step's manifest exists but cannot be read, is not JSON, or does not validate (format,
+    keys, types, run id, step, file entries). The manifest is written last, so the step had been
+    completed: it is never to be read as incomplete (and redone). ``uri`` names the file,
+    ``reason`` says what is wrong."""
+
+    def __init__(self, uri: str, step: int, reason: str) -> None:
+        super().__init__(f"{uri}: corrupt manifest of step {step} ({reason})")
+        self.uri, self.step, self.reason = uri, step, reason
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable across Prefect task boundaries
+        return (type(self), (self.uri, self.step, self.reason))
 
 
 @dataclass(frozen=True)
@@ -236,17 +252,77 @@ class RunStore:
 
     # -- state of steps ------------------------------------------------------------------------
     def manifest(self, step: int) -> dict[str, Any] | None:
-        """The step's manifest, or None when the step is incomplete (missing/unparsable)."""
-        path = self._manifest_path(_check_step(step))
-        if self.fs.get_file_info(path).type != pafs.FileType.File:
+        """The step's manifest, or None when there is none (the step is incomplete).
+
+        A manifest file that exists but cannot be read, is not JSON or does not validate
+        (``format``, ``run_id``, ``step``, ``files`` and each file entry) raises
+        ``ManifestCorrupt`` naming the file and what is wrong: the step had been completed."""
+        step = _check_step(step)
+        path = self._manifest_path(step)
+        info = self.fs.get_file_info(path)
+        if info.type == pafs.FileType.NotFound:
             return None
+        uri = self._uri(path)
+        if info.type != pafs.FileType.File:
+            raise ManifestCorrupt(uri, step, "not a file")
         try:
-            data = json.loads(self._read_bytes(path))
-        except (ValueError, CorruptArtifactError):
-            return None
-        ok = (isinstance(data, dict) and data.get("format") == MANIFEST_FORMAT
-              and data.get("step") == step and isinstance(data.get("files"), list))
-        return data if ok else None
+            with self.fs.open_input_stream(path) as f:
+                raw = f.read()
+        except OSError as exc:
+            raise ManifestCorrupt(uri, step, f"cannot be read: {exc}") from None
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+            raise ManifestCorrupt(uri, step, f"not valid JSON ({len(raw)} bytes): {exc}") \
+                from None
+        problem = _manifest_problem(data, self.run_id, step)
+        if problem:
+            raise ManifestCorrupt(uri, step, problem)
+        return data
+
+    def corrupt_manifests(self) -> list[ManifestCorrupt]:
+        """Every step whose manifest exists but is corrupt, oldest first (empty when none)."""
+        out = []
+        for s in self.list_steps():
+            try:
+                self.manifest(s)
+            except ManifestCorrupt as exc:
+                out.append(exc)
+        return out
+
+    def salvage_manifest(self, step: int) -> list[dict[str, Any]]:
+        """The file entries still whole in a step's (corrupt) manifest: every ``{...}`` object in
+        its text that is a valid entry for this step (a truncated manifest keeps those before
+        the cut). Empty when there is no manifest or nothing can be salvaged. Read-only."""
+        step = _check_step(step)
+        path = self._manifest_path(step)
+        if self.fs.get_file_info(path).type != pafs.FileType.File:
+            return []
+        try:
+            with self.fs.open_input_stream(path) as f:
+                text = f.read().decode("utf-8", errors="replace")
+        except OSError:
+            return []
+        out = []
+        for m in re.finditer(r"\{[^{}]*\}", text):
+            try:
+                entry = json.loads(m.group(0))
+            except ValueError:
+                continue
+            if _entry_problem(entry, step) is None:
+                out.append(entry)
+        return out
+
+    def step_files(self, step: int) -> list[str]:
+        """Every part file of ``step`` on disk, as paths below the run folder (as manifests list
+        them), whatever the manifest says."""
+        return [p[len(self.run_dir) + 1:] for p in self._part_paths(_check_step(step))]
+
+    def file_entry(self, relpath: str) -> dict[str, Any]:
+        """The manifest entry a file below the run folder would get (rows, sha256, bytes),
+        after reading it whole and checking it against its table's schema; raises
+        ``CorruptArtifactError`` naming it when it cannot be read or parsed."""
+        return self._entry_from_disk(f"{self.run_dir}/{relpath}")
 
     def is_complete(self, step: int) -> bool:
         return self.manifest(step) is not None
@@ -265,7 +341,9 @@ class RunStore:
         return [s for s in self.list_steps() if self.is_complete(s)]
 
     def incomplete_steps(self) -> list[int]:
-        """Steps with files but no valid manifest: what a crashed or running flow left."""
+        """Steps with files but no manifest: what a crashed or running flow left. A step whose
+        manifest is corrupt is not incomplete: this (and ``complete_steps``) raises
+        ``ManifestCorrupt`` naming it."""
         return [s for s in self.list_steps() if not self.is_complete(s)]
 
     def last_complete_step(self) -> int | None:
@@ -277,7 +355,7 @@ class RunStore:
         manifest = self.manifest(step)
         if manifest is None:
             raise ArtifactError(f"{self._uri(self._manifest_path(step))}: step {step} is "
-                                "incomplete (no valid manifest)")
+                                "incomplete (no manifest)")
         for entry in manifest["files"]:
             self._verified_bytes(f"{self.run_dir}/{entry['path']}", entry)
 
@@ -409,6 +487,59 @@ def list_runs(root: str) -> list[str]:
     return sorted(i.base_name.removeprefix("run_id=")
                   for i in fs.get_file_info(pafs.FileSelector(base))
                   if i.type == pafs.FileType.Directory and i.base_name.startswith("run_id="))
+
+
+_MANIFEST_KEYS = {"format": str, "run_id": str, "step": int, "files": list}
+_ENTRY_KEYS = {"path": str, "table": str, "rows": int, "sha256": str, "bytes": int}
+
+
+def _entry_problem(entry: Any, step: int) -> str | None:
+    """What is wrong with one file entry of a step's manifest, or None."""
+    if not isinstance(entry, dict):
+        return f"a file entry is {type(entry).__name__}, not an object"
+    for key, kind in _ENTRY_KEYS.items():
+        value = entry.get(key)
+        if key not in entry:
+            return f"a file entry has no {key!r}"
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return f"file entry {entry.get('path')!r}: {key!r} is {type(value).__name__}"
+    if not re.fullmatch(r"[0-9a-f]{64}", entry["sha256"]):
+        return f"file entry {entry['path']!r}: 'sha256' is not 64 hex digits"
+    m = re.fullmatch(r"table=([^/]+)/step=(\d{6})/part-([^/]+)\.parquet", entry["path"])
+    if not m or m.group(1) != entry["table"] or int(m.group(2)) != step \
+            or not _PART_RE.match(m.group(3)):
+        return (f"file entry {entry['path']!r}: not a part of table {entry['table']!r} "
+                f"in step {step}")
+    if entry["rows"] < 0 or entry["bytes"] < 0:
+        return f"file entry {entry['path']!r}: negative rows or bytes"
+    return None
+
+
+def _manifest_problem(data: Any, run_id: str, step: int) -> str | None:
+    """What is wrong with a parsed manifest of ``run_id``'s ``step``, or None."""
+    if not isinstance(data, dict):
+        return f"a JSON {type(data).__name__}, not an object"
+    missing = [k for k in _MANIFEST_KEYS if k not in data]
+    if missing:
+        return f"missing key(s) {', '.join(map(repr, missing))}"
+    if data["format"] != MANIFEST_FORMAT:
+        return f"format {data['format']!r}, expected {MANIFEST_FORMAT!r}"
+    for key, kind in _MANIFEST_KEYS.items():
+        if not isinstance(data[key], kind) or isinstance(data[key], bool):
+            return f"{key!r} is {type(data[key]).__name__}, expected {kind.__name__}"
+    if data["run_id"] != run_id:
+        return f"it is for run {data['run_id']!r}, not {run_id!r}"
+    if data["step"] != step:
+        return f"it is for step {data['step']}, not {step}"
+    paths = set()
+    for entry in data["files"]:
+        problem = _entry_problem(entry, step)
+        if problem:
+            return problem
+        if entry["path"] in paths:
+            return f"file entry {entry['path']!r} listed twice"
+        paths.add(entry["path"])
+    return None
 
 
 def _check_step(step: int) -> int:

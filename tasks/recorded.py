@@ -7,7 +7,9 @@ put the adapters (and optimizers) where the step started, checked against the re
 what training does.
 
 Anything that makes a step impossible to replay or finish raises ``ReplayError`` naming the
-missing file or adapter version.
+missing file or adapter version; a step whose manifest exists but is corrupt raises
+``CorruptManifestError`` (a ``ReplayError``): it was completed, and is never treated as
+incomplete.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from artifacts.convert import ArtifactError
-from artifacts.store import RunStore
+from artifacts.store import ManifestCorrupt, RunStore
 from configs.schema import TrainConfig
 from tasks.execution import execute
 from tasks.rollout import generate_tests, rollout
@@ -36,6 +38,31 @@ Part = tuple[str, str]  # (table, part)
 class ReplayError(Exception):
     """A step cannot be replayed or finished; the message names the missing file or adapter
     version."""
+
+
+class CorruptManifestError(ReplayError):
+    """A step's manifest exists but does not parse or validate: the step was completed, its
+    record is damaged. Nothing is replayed from it or rewritten in it; the message names the
+    manifest, what is wrong, and the explicit way to rebuild it."""
+
+
+REBUILD_HINT = ("restore the file, or rebuild it from the step's parts (each checked first, "
+                "none rewritten): python -m flows.replay --run-id {run_id} --failed "
+                "--rebuild-manifest")
+
+
+def corrupt_manifest_error(store: RunStore, exc: ManifestCorrupt) -> CorruptManifestError:
+    return CorruptManifestError(
+        f"{exc}; step {exc.step} was completed and its parts cannot be checked against it, so "
+        f"nothing was replayed or rewritten; " + REBUILD_HINT.format(run_id=store.run_id))
+
+
+def step_manifest(store: RunStore, step: int) -> dict | None:
+    """The step's manifest (None: the step is incomplete), or ``CorruptManifestError``."""
+    try:
+        return store.manifest(step)
+    except ManifestCorrupt as exc:
+        raise corrupt_manifest_error(store, exc) from None
 
 
 # -- what each stage writes ---------------------------------------------------------------------
@@ -61,8 +88,9 @@ def part_uri(store: RunStore, table: str, step: int, part: str) -> str:
 
 
 def read_part(store: RunStore, table: str, step: int, part: str) -> pa.Table:
-    """One recorded part (checked against the manifest of a complete step), or ReplayError."""
-    manifest = store.manifest(step)
+    """One recorded part (checked against the manifest of a complete step), or ReplayError
+    (``CorruptManifestError`` when the step's manifest is corrupt)."""
+    manifest = step_manifest(store, step)
     rel = f"table={table}/step={step:06d}/part-{part}.parquet"
     listed = (any(e["path"] == rel for e in manifest["files"]) if manifest is not None
               else part in store.list_parts(table, step))
@@ -71,6 +99,8 @@ def read_part(store: RunStore, table: str, step: int, part: str) -> pa.Table:
                           f"{store.run_id} has no {table} part {part!r})")
     try:
         return store.read_table(table, step=step, part=part)
+    except ManifestCorrupt as exc:
+        raise corrupt_manifest_error(store, exc) from None
     except ArtifactError as exc:
         raise ReplayError(str(exc)) from None
 
@@ -119,6 +149,8 @@ def recorded_versions(store: RunStore, step: int) -> dict[str, str]:
             try:
                 rows = store.read_table(table, step=step, part=part,
                                         columns=["role", column]).to_pylist()
+            except ManifestCorrupt as exc:  # never read past: the step was complete
+                raise corrupt_manifest_error(store, exc) from None
             except ArtifactError:
                 continue  # an unreadable part: another part of the step says the same
             for r in rows:

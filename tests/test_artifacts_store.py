@@ -287,12 +287,15 @@ def test_file_of_another_schema_version_is_refused(store, tmp_path):
         store.read("rewards", step=2)
 
 
-def test_unparsable_manifest_means_incomplete(store, tmp_path):
+def test_unparsable_manifest_is_corruption_not_absence(store, tmp_path):
+    from artifacts.store import ManifestCorrupt
+
     ptr = store.write("updates", 3, "g", sample_rows("updates", 1))
     store.complete_step(3, [ptr])
     manifest = tmp_path / "runs" / "run_id=run-1" / "_manifests" / "step=000003.json"
     manifest.write_text(manifest.read_text()[:20])
-    assert not store.is_complete(3) and store.incomplete_steps() == [3]
+    with pytest.raises(ManifestCorrupt, match=r"step=000003.json: corrupt manifest of step 3"):
+        store.incomplete_steps()
 
 
 def test_store_pickles_without_its_filesystem(store):

@@ -1,42 +1,73 @@
 """Command line for problem sets.
 
-    python -m problems validate SOURCE [--no-exec] [--json]
+    python -m problems validate SOURCE [--no-exec] [--no-repair] [--timeout S] [--json]
     python -m problems list SOURCE [--curriculum] [--limit N]
 
-``validate`` prints every bad problem (file, index, id, field, reason) and exits 1 when there
-is any. Besides the structural checks (missing fields, reference does not compile, entry point
-not defined, baseline test not runnable) it runs each reference against its own baseline tests
-in the sandbox (``--no-exec`` skips that).
+``validate`` reports every issue of every problem in one pass (file, index, id, field, reason):
+the structural checks (fields missing, null or of the wrong type, reference does not compile or
+does not define the entry point, baseline tests not runnable) and, unless ``--no-exec``, each
+reference run against its own baseline tests in the sandbox. Tests whose only defect is a
+recorded-value format are repaired and shown as such (``problems.vet`` lists the rules;
+``--no-repair`` reports them as issues). Exit status 0 when every problem is usable (repaired
+ones included), 1 when any is not, 2 when the source cannot be read (the message names the
+file, and for a file that is not UTF-8 the byte offset).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from problems.loaders import load_problem_set, select
 from problems.model import ProblemLoadError
 
 
-def _validate(args: argparse.Namespace) -> int:
-    problem_set = load_problem_set(args.source)
-    issues = list(problem_set.issues)
-    if not args.no_exec and problem_set.problems:
-        from problems.validate import execution_issues
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
 
-        issues += execution_issues(problem_set.problems, timeout_s=args.timeout)
-    issues.sort(key=lambda i: i.index)
-    bad = {(i.index, i.problem_id) for i in issues}
-    total = len(problem_set.problems) + len({i.index for i in problem_set.issues})
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from problems.vet import vet
+
+    report = vet(args.source, execute=not args.no_exec, repair=not args.no_repair,
+                 timeout_s=args.timeout)
+    issues = sorted(report.issues, key=lambda i: i.index)  # stable: field order kept
     if args.json:
-        print(json.dumps([i.__dict__ for i in issues], indent=1))
+        print(json.dumps(dict(report.to_dict(), issues=[i.__dict__ for i in issues]),
+                         indent=1))
     else:
         for issue in issues:
             print(issue)
-        print(f"{args.source}: {total} problem(s), {total - len(bad)} ok, "
-              f"{len(bad)} with issues ({len(issues)} issue(s))", file=sys.stderr)
-    return 1 if issues else 0
+        for repair in report.repairs:
+            print(f"{report.source}: {repair}")
+    c = report.counts()
+    repaired = (f"; {c['repaired']} of the ok repaired ({c['repaired_tests']} test(s): "
+                + ", ".join(f"{k} {v}" for k, v in c["repaired_by"].items()) + ")"
+                if c["repaired"] else "")
+    by_kind = (" [" + ", ".join(f"{k} {v}" for k, v in c["skipped_by"].items()) + "]"
+               if c["skipped"] else "")
+    checked = "" if report.executed else "; references not run (--no-exec)"
+    print(f"{args.source}: {c['total']} problem(s), {c['valid']} ok, {c['skipped']} with "
+          f"issues ({len(issues)} issue(s)){by_kind}{repaired}{checked}", file=sys.stderr)
+    return 1 if report.skipped else 0
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -48,18 +79,21 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m problems", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m problems", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    v = sub.add_parser("validate", help="report every bad problem; exit 1 if any")
+    v = sub.add_parser("validate", help="report every issue of every problem; exit 1 if any")
     v.add_argument("source", help="demo, humaneval, or a .json/.jsonl/.parquet file")
     v.add_argument("--no-exec", action="store_true",
                    help="structural checks only (do not run references in the sandbox)")
-    v.add_argument("--timeout", type=float, default=5.0, help="seconds per baseline test")
-    v.add_argument("--json", action="store_true", help="print issues as JSON")
+    v.add_argument("--no-repair", action="store_true",
+                   help="report recorded-format defects as issues instead of repairing them")
+    v.add_argument("--timeout", type=_positive, default=5.0, help="seconds per baseline test")
+    v.add_argument("--json", action="store_true", help="print the whole report as JSON")
     v.set_defaults(run=_validate)
     ls = sub.add_parser("list", help="list the problems that load")
     ls.add_argument("source")
-    ls.add_argument("--limit", type=int)
+    ls.add_argument("--limit", type=_at_least_one)
     ls.add_argument("--curriculum", action="store_true", help="easy -> medium -> hard")
     ls.set_defaults(run=_list)
     args = parser.parse_args(argv)

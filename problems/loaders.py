@@ -18,16 +18,38 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from problems.convert import convert_humaneval, convert_record, structural_issues
+from problems.convert import KIND_DUPLICATE, convert_humaneval, convert_record, structural_issues
 from problems.model import DIFFICULTY_RANK, Problem, ProblemIssue, ProblemLoadError, ProblemSet
 
 DEMO_PATH = Path(__file__).resolve().parent / "demo_problems.json"
 BUILTIN_SOURCES = ("demo", "humaneval")
 
 
+def read_text(path: Path) -> str:
+    """The file as UTF-8 text (a leading byte-order mark is dropped). Not UTF-8, or not
+    readable: ``ProblemLoadError`` naming the file (and the byte offset of the first bad
+    byte), never a bare ``UnicodeDecodeError``."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ProblemLoadError(str(path), message=(
+            f"{path}: cannot read: {exc.strerror or exc}")) from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ProblemLoadError(str(path), message=utf8_error(path, data, exc)) from None
+
+
+def utf8_error(path: Path | str, data: bytes, exc: UnicodeDecodeError) -> str:
+    """``FILE: not UTF-8 text: byte 0xff at offset 12 (line 1): invalid start byte``."""
+    line = data.count(b"\n", 0, exc.start) + 1
+    return (f"{path}: not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start} "
+            f"(line {line}): {exc.reason}; save the file as UTF-8")
+
+
 def _read_json(path: Path) -> list[Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text(path))
     except json.JSONDecodeError as exc:
         raise ProblemLoadError(str(path), message=f"{path}: not valid JSON: {exc}") from None
     if isinstance(data, dict):
@@ -44,7 +66,7 @@ def _read_json(path: Path) -> list[Any]:
 
 def _read_jsonl(path: Path) -> list[Any]:
     rows = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for lineno, line in enumerate(read_text(path).splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -103,7 +125,7 @@ def load_problem_set(source: str | Path) -> ProblemSet:
 
         def convert(record: Any, index: int) -> Problem | list[ProblemIssue]:
             return convert_record(record, label, index)
-    out = ProblemSet(source=name)
+    out = ProblemSet(source=name, total=len(records))
     seen: dict[str, int] = {}
     for index, record in enumerate(records):
         result = convert(record, index)
@@ -113,12 +135,15 @@ def load_problem_set(source: str | Path) -> ProblemSet:
         found = structural_issues(result, index)
         if result.id in seen:
             found.append(ProblemIssue(result.source, index, result.id, "id",
-                                      f"duplicate of problem #{seen[result.id]}"))
+                                      f"duplicate of problem #{seen[result.id]}",
+                                      KIND_DUPLICATE))
         if found:
             out.issues.extend(found)
             continue
         seen[result.id] = index
         out.problems.append(result)
+        out.indices.append(index)
+        out.records.append(record)
     return out
 
 

@@ -54,6 +54,8 @@ class ProblemIssue:
     problem_id: str | None
     field: str
     reason: str
+    kind: str = ""
+    """A short code for counting (``missing_field``, ``no_baseline_tests``, ``wrong_answer``...)."""
 
     def __str__(self) -> str:
         who = f"#{self.index}" + (f" ({self.problem_id})" if self.problem_id else "")
@@ -81,3 +83,9 @@ class ProblemSet:
     source: str
     problems: list[Problem] = field(default_factory=list)
     issues: list[ProblemIssue] = field(default_factory=list)
+    indices: list[int] = field(default_factory=list)
+    """Each problem's index in the source (parallel to ``problems``)."""
+    records: list = field(default_factory=list)
+    """Each problem's raw record (parallel to ``problems``): what repairs work from."""
+    total: int = 0
+    """Records in the source, good and bad."""

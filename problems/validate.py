@@ -3,7 +3,8 @@
     from problems.validate import execution_issues
     issues = execution_issues(problems)       # one ProblemIssue per failing baseline test
 
-Used by ``python -m problems validate``; runs everything through the sandbox.
+Runs everything through the sandbox. ``problems.vet`` builds on it for ``python -m problems
+validate`` and training runs: the same check, plus recorded-format repairs and a report.
 """
 
 from __future__ import annotations

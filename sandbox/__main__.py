@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -33,17 +34,48 @@ def split_test_file(text: str) -> list[str]:
     return tests
 
 
+class InputError(ValueError):
+    """Bad input to the command line; the message names the file and what is wrong."""
+
+
+def read_source(path: str, what: str) -> str:
+    """``path`` as UTF-8 text; an ``InputError`` naming the file (and for bytes that are not
+    UTF-8, the first one and its offset) when it cannot be read."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(f"{what} {path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(f"{what} {path}: not UTF-8 text: byte 0x{data[exc.start]:02x} at "
+                         f"offset {exc.start} (line {line}): {exc.reason}") from None
+
+
+def load_tests(path: str) -> list[str]:
+    text = read_source(path, "--tests")
+    if path.endswith(".json"):
+        try:
+            tests = json.loads(text)
+        except ValueError as exc:
+            raise InputError(f"--tests {path}: not valid JSON: {exc}") from None
+        if not isinstance(tests, list) or not all(isinstance(t, str) for t in tests):
+            raise InputError(f"--tests {path}: expected a JSON list of test strings")
+        return tests
+    try:
+        return split_test_file(text)
+    except (SyntaxError, ValueError) as exc:
+        where = f" (line {exc.lineno})" if getattr(exc, "lineno", None) else ""
+        raise InputError(f"--tests {path}: not valid Python{where}: "
+                         f"{getattr(exc, 'msg', None) or exc}") from None
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
-        code = Path(args.code).read_text(encoding="utf-8")
-        text = Path(args.tests).read_text(encoding="utf-8")
-        if args.tests.endswith(".json"):
-            tests = json.loads(text)
-            if not isinstance(tests, list) or not all(isinstance(t, str) for t in tests):
-                raise ValueError("expected a JSON list of test strings")
-        else:
-            tests = split_test_file(text)
-    except (OSError, ValueError, SyntaxError) as exc:
+        code = read_source(args.code, "--code")
+        tests = load_tests(args.tests)
+    except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     result = execute(code, tests, timeout_s=args.timeout, isolation=args.isolation)
@@ -59,6 +91,16 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if result.all_passed else 1
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0, got {text}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sandbox", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -67,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--code", required=True, help="Python file with the code under test")
     run.add_argument("--tests", required=True, help="Python file of tests, or JSON list")
     run.add_argument("--json", action="store_true", help="print the result as JSON")
-    run.add_argument("--timeout", type=float, default=2.0, help="seconds per test")
+    run.add_argument("--timeout", type=_seconds, default=2.0, help="seconds per test (> 0)")
     run.add_argument("--isolation", default="auto", choices=("auto", "bwrap", "process"))
     run.set_defaults(run=_run)
     args = parser.parse_args(argv)

@@ -1,4 +1,9 @@
-"""Prefect flows: ``train`` (the full pipeline); run them from the repository root."""
+"""Prefect flows: ``train`` (the full pipeline); run them from the repository root.
+
+The Prefect API a command-line run talks to is ``flows.server``'s: one temporary server per
+run, started before the flow, waited for as long as it takes, and killed by the kernel when the
+run dies (``PR_SET_PDEATHSIG``), so ``kill -9`` of a run leaves no server behind.
+"""
 
 import os
 
@@ -7,3 +12,8 @@ import os
 # session row written to the run's SQLite database while the flow is starting. On a loaded
 # 2-core machine that write has failed with "database is locked" and taken the run with it.
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+# Where Prefect still starts its own temporary server (a flow called from Python, the entry
+# points that do not call ``flows.server.ensure_prefect_api``): its default 20 s wait is less
+# than a fresh PREFECT_HOME takes to create and migrate its database on a loaded machine
+# (19-34 s measured on 2 busy cores), and the run dies before its first task.
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "600")

@@ -165,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, ProblemLoadError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    from flows.server import ensure_prefect_api
+    ensure_prefect_api()  # a temporary Prefect server that dies with this run
     out = evaluate(config=args.config, overrides=args.overrides, model=args.model,
                    problems=args.problems, ids=args.ids, limit=args.limit, k=ks,
                    samples=args.samples, direct=not args.no_direct, tests=not args.no_tests,

@@ -149,3 +149,61 @@ def close_step(ctx: RunContext, step: int, stage: int, role: str,
     if last_of_stage:
         checkpoint_stage(ctx, step, stage, metrics)
     return metrics, ctx.store.complete_step(step)
+
+
+SKIP_MASKED = "every sample masked (infra verdicts: the sandbox failed, not the code)"
+SKIP_SINGLETONS = "groups of one sample (group-relative advantages need >= 2 per problem)"
+SKIP_NO_SPREAD = "every problem's samples scored the same (no reward spread)"
+SKIP_NO_TOKENS = "no response tokens at the trained stage"
+
+
+def skipped_updates(updates: list[dict[str, Any]], rewards: list[dict[str, Any]],
+                    group_relative: bool = True) -> dict[str, int]:
+    """Why each update without a trained token (``n_tokens == 0``: no optimizer step, the
+    adapter unchanged) was skipped -> how many; from the updates and rewards tables.
+    ``group_relative``: ``ppo.advantage == "group"`` (GAE skips no group).
+
+    >>> ups = [{"step": 1, "role": "generator", "n_sequences": 2, "n_tokens": 0},
+    ...        {"step": 2, "role": "generator", "n_sequences": 0, "n_tokens": 0},
+    ...        {"step": 3, "role": "generator", "n_sequences": 4, "n_tokens": 9}]
+    >>> rws = [{"step": 1, "problem_id": p, "masked": False, "generator_group_skipped": True}
+    ...        for p in "ab"]
+    >>> skipped_updates(ups, rws) == {SKIP_SINGLETONS: 1, SKIP_MASKED: 1}
+    True
+    """
+    by_step: dict[int, list[dict[str, Any]]] = {}
+    for r in rewards:
+        if not r.get("masked"):
+            by_step.setdefault(int(r["step"]), []).append(r)
+    reasons: dict[str, int] = {}
+    for u in updates:
+        if int(u["n_tokens"]) > 0:
+            continue
+        scored = by_step.get(int(u["step"]), [])
+        sizes: dict[Any, int] = {}
+        for r in scored:
+            sizes[r["problem_id"]] = sizes.get(r["problem_id"], 0) + 1
+        if int(u["n_sequences"]) == 0 or not scored:
+            why = SKIP_MASKED
+        elif not group_relative:
+            why = SKIP_NO_TOKENS
+        elif max(sizes.values()) < 2:
+            why = SKIP_SINGLETONS
+        elif all(r[f"{u['role']}_group_skipped"] for r in scored):
+            why = SKIP_NO_SPREAD
+        else:
+            why = SKIP_NO_TOKENS
+        reasons[why] = reasons.get(why, 0) + 1
+    return reasons
+
+
+def skipped_line(n_updates: int, reasons: dict[str, int]) -> str:
+    """One line for the run summary: how many updates were skipped, and why."""
+    n_skipped = sum(reasons.values())
+    if not n_skipped:
+        return f"{n_updates}, none skipped"
+    why = "; ".join(f"{n}: {reason}" for reason, n in reasons.items())
+    line = f"{n_skipped} of {n_updates} skipped, no optimizer step ({why})"
+    if n_skipped == n_updates:
+        line += " -- no update carried signal: the adapters were never trained by PPO"
+    return line

@@ -1,0 +1,191 @@
+"""The Prefect API a command-line flow run talks to: one temporary server per run, dying with it.
+
+Without ``PREFECT_API_URL`` Prefect starts a temporary ("ephemeral") API server as a child
+process the first time anything asks for a client, from whichever thread that is, and waits at
+most ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS`` (20 s) for it. Two things go wrong:
+
+- ``kill -9`` of the run leaves that uvicorn child running, orphaned: Prefect stops it from an
+  ``atexit`` hook, which a killed process never runs;
+- in a fresh ``PREFECT_HOME`` the server first creates and migrates its SQLite database before
+  it answers: 9-26 s on a 2-core machine, 19-59 s with its cores busy (measured), so the run dies
+  with ``Timed out while attempting to connect to ephemeral Prefect API server`` before its first
+  task.
+
+:func:`ensure_prefect_api` replaces that start-up for the command-line entry points
+(``python -m flows.train``, ``python -m flows.evaluate``). It starts the same server
+Prefect would (``uvicorn prefect.server.api.server:create_app`` in ephemeral mode, the same
+database) from the main thread, but
+
+- the child asks the kernel to SIGKILL it when its parent dies (``PR_SET_PDEATHSIG``, set by a
+  small boot snippet before it ``exec``s uvicorn, then a check that the parent is still the one
+  that started it, which closes the race of a parent killed in between); SIGKILL, because a
+  server without its run has nothing left to do and SQLite's commits are atomic. ``prctl`` is
+  Linux-only; elsewhere the server is still stopped on every ordinary exit;
+- it waits on ``/api/health`` for as long as the child is alive, up to
+  ``max(STARTUP_TIMEOUT_S, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS)`` and fails at once,
+  with the exit code, if the child exits (a port taken between choosing and binding: another
+  port, as Prefect does);
+- then it points ``PREFECT_API_URL`` at it (environment and Prefect's global settings), so
+  nothing in the process starts a second, unmanaged one.
+
+A server per run, not one per checkout shared by runs: nothing to discover, lock or clean up,
+and a run's server lives exactly as long as the run. A run with ``PREFECT_API_URL`` set (a
+``prefect server start`` of its own, a worker's flow run) uses that server and starts nothing.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+STARTUP_TIMEOUT_S = 600
+"""The least time the server gets to answer; a fresh database migrates in 9-59 s on 2 cores."""
+PORT_RETRIES = 5
+PORT_IN_USE = 3  # uvicorn's exit code when it cannot bind
+
+# Runs in the child before it execs the real command: die with the parent (argv[1], its pid).
+_BOOT = """\
+import ctypes, os, signal, sys
+parent, cmd = int(sys.argv[1]), sys.argv[2:]
+if sys.platform.startswith("linux"):
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) != 0:   # PR_SET_PDEATHSIG
+        sys.exit("prctl(PR_SET_PDEATHSIG) failed: errno %d" % ctypes.get_errno())
+    if os.getppid() != parent:                              # the parent died before prctl
+        sys.exit(0)
+os.execv(cmd[0], cmd)                                       # pdeathsig survives exec
+"""
+
+
+def dies_with_this_process(cmd: list[str]) -> list[str]:
+    """``cmd`` (absolute executable first) wrapped so the kernel SIGKILLs it when this process
+    dies, however it dies. Start it from the main thread: the signal is tied to the thread
+    that forks the child."""
+    return [sys.executable, "-c", _BOOT, str(os.getpid()), *cmd]
+
+
+class ServerStartError(RuntimeError):
+    """The temporary Prefect server exited, or did not answer in time."""
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class TemporaryServer:
+    """One Prefect API server in a child process that dies with this one."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen | None = None
+        self.port: int | None = None
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api"
+
+    def _spawn(self) -> subprocess.Popen:
+        import prefect
+        from prefect.settings import get_current_settings
+
+        self.port = _free_port()
+        env = {**os.environ,
+               **get_current_settings().to_environment_variables(exclude_unset=True),
+               # as Prefect's own temporary server: no UI, ephemeral services only
+               "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
+               "PREFECT__SERVER_FINAL": "1"}
+        env.pop("PREFECT_API_URL", None)
+        cmd = [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent),
+               "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1",
+               "--port", str(self.port), "--log-level", "error", "--lifespan", "on"]
+        return subprocess.Popen(dies_with_this_process(cmd), env=env, stdin=subprocess.DEVNULL)
+
+    def start(self, timeout_s: float) -> str:
+        """Start the server and wait for ``/api/health``; returns the API URL."""
+        import httpx
+
+        if threading.current_thread() is not threading.main_thread():
+            # PR_SET_PDEATHSIG fires when the *thread* that forked the child exits
+            raise RuntimeError("start the temporary Prefect server from the main thread")
+        started = time.monotonic()
+        deadline = started + timeout_s
+        retries = PORT_RETRIES
+        self.process = self._spawn()
+        told = False
+        with httpx.Client(timeout=10.0) as client:
+            while True:
+                code = self.process.poll()
+                if code == PORT_IN_USE and retries > 0:
+                    retries -= 1
+                    self.process = self._spawn()
+                    continue
+                if code is not None:
+                    self.process = None
+                    raise ServerStartError(
+                        f"the temporary Prefect server exited with code {code} before it "
+                        "answered (its output is above)")
+                try:
+                    if client.get(f"{self.api_url}/health").status_code == 200:
+                        return self.api_url
+                except httpx.TransportError:
+                    pass
+                now = time.monotonic()
+                if now > deadline:
+                    self.stop()
+                    raise ServerStartError(
+                        f"the temporary Prefect server did not answer on {self.api_url}/health "
+                        f"within {timeout_s:.0f} s; set PREFECT_API_URL to a running server")
+                if not told and now - started > 10:
+                    told = True
+                    print(f"waiting for the temporary Prefect server on {self.api_url} (a fresh "
+                          "PREFECT_HOME creates its database first) ...", file=sys.stderr,
+                          flush=True)
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        proc, self.process = self.process, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def startup_timeout_s() -> float:
+    """``STARTUP_TIMEOUT_S`` or Prefect's ephemeral start-up timeout, whichever is longer."""
+    from prefect.settings import get_current_settings
+
+    return float(max(STARTUP_TIMEOUT_S,
+                     get_current_settings().server.ephemeral.startup_timeout_seconds))
+
+
+def ensure_prefect_api() -> str | None:
+    """The Prefect API URL this process talks to from now on: ``PREFECT_API_URL`` (or the
+    active profile's) when set; else a temporary server started here, from the main thread,
+    which dies with this process (see the module docstring) and is stopped at exit, after
+    Prefect's own exit hooks have sent the last logs and events; ``None`` where the profile
+    allows no temporary server (Prefect then raises its own error). Idempotent."""
+    import prefect.context
+    from prefect.settings import get_current_settings
+
+    settings = get_current_settings()
+    if settings.api.url:
+        return settings.api.url
+    if not settings.server.ephemeral.enabled:
+        return None
+    server = TemporaryServer()
+    url = server.start(startup_timeout_s())
+    atexit.register(server.stop)  # after Prefect's log and event workers drained (LIFO)
+    os.environ["PREFECT_API_URL"] = url   # and for any child process of the run
+    prefect.context.refresh_global_settings_context()
+    return url

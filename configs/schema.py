@@ -270,9 +270,17 @@ class ProblemsConfig:
     """Keep at most this many problems."""
     curriculum: bool = False
     """Order problems easy -> medium -> hard."""
+    on_invalid: str = "fail"
+    """What a run does with problems that fail the checks (structure, and each reference run
+    against its own baseline tests; recorded-format defects are repaired, see
+    ``problems.vet``): ``fail`` (refuse to start, listing them) or ``skip`` (train on the valid
+    ones; the skipped ones and their reasons are recorded in the run store's
+    ``_run/problems.json`` and as an MLflow artifact)."""
 
     def __post_init__(self) -> None:
         _check(bool(self.source), "problems.source", self.source, "must name a source")
+        _check(self.on_invalid in ("fail", "skip"), "problems.on_invalid", self.on_invalid,
+               "must be fail or skip")
         _check(self.limit is None or self.limit >= 1, "problems.limit", self.limit,
                "must be >= 1 or null")
 
@@ -358,3 +366,87 @@ class TrainConfig:
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     artifacts: ArtifactsConfig = field(default_factory=ArtifactsConfig)
+
+
+# -- can this config learn? (training runs only) ------------------------------------------------
+# Not in ``TrainConfig.__post_init__``: inference and evaluation load the same dataclass with
+# one sample per problem and no schedule, which is right for them. ``flows.train`` calls
+# ``check_learnable`` before Prefect starts (a refusal exits 2 like every config error) and
+# again in the flow, which logs the warnings once.
+
+
+def _trained_roles(schedule: ScheduleConfig) -> tuple[str, ...]:
+    """The roles some planned step updates (alternating steps: generator first)."""
+    roles = []
+    if schedule.n_generator_steps or schedule.k_alternating >= 1:
+        roles.append("generator")
+    if schedule.n_discriminator_steps or schedule.k_alternating >= 2:
+        roles.append("discriminator")
+    return tuple(roles)
+
+
+def _dead_reward_terms(cfg: TrainConfig, role: str) -> list[str] | None:
+    """Why each reward term of ``role`` is constant, or None when one term can vary."""
+    why = []
+    for name, weight in getattr(cfg.rewards, role).items():
+        if weight == 0:
+            why.append(f"rewards.{role}.{name}={weight!r}")
+        elif name == "mutation_kill" and cfg.rewards.mutants_per_problem == 0:
+            why.append(f"rewards.{role}.mutation_kill with rewards.mutants_per_problem=0 "
+                       "(always 0)")
+        else:
+            return None
+    return why
+
+
+def learnability(cfg: TrainConfig) -> tuple[list[str], list[str]]:
+    """``(errors, warnings)``: settings under which no update can ever carry signal.
+
+    Errors are configs that train nothing and would still report success; warnings are
+    legitimate runs that do not learn (a learning-rate-0 control, a schedule of no steps).
+
+    >>> errors, _ = learnability(TrainConfig(sampling=SamplingConfig(samples_per_problem=1)))
+    >>> errors[0].split(":")[0]
+    "sampling.samples_per_problem=1 with ppo.advantage='group'"
+    >>> learnability(TrainConfig(ppo=PPOConfig(learning_rate=0.0)))[1][0].split(":")[0]
+    'ppo.learning_rate=0.0'
+    """
+    errors: list[str] = []
+    warnings: list[str] = []
+    schedule = cfg.schedule
+    roles = _trained_roles(schedule)
+    if not roles:
+        warnings.append(
+            f"schedule.n_discriminator_steps={schedule.n_discriminator_steps}, "
+            f"schedule.n_generator_steps={schedule.n_generator_steps}, "
+            f"schedule.k_alternating={schedule.k_alternating}: the schedule plans no step; "
+            "a dry run (models, problems, MLflow run) that trains nothing")
+        return errors, warnings
+    if cfg.ppo.advantage == "group" and cfg.sampling.samples_per_problem < 2:
+        errors.append(
+            f"sampling.samples_per_problem={cfg.sampling.samples_per_problem} with "
+            f"ppo.advantage={cfg.ppo.advantage!r}: advantages are relative to a problem's "
+            "group of samples, a group of one has none, so every update would be skipped "
+            "(n_tokens=0); use sampling.samples_per_problem >= 2 or ppo.advantage=gae")
+    for role in roles:
+        dead = _dead_reward_terms(cfg, role)
+        if dead is not None:
+            errors.append(
+                f"{', '.join(dead)}: every {role} reward would be the same constant, so no "
+                f"{role} update could carry signal; give a {role} reward a non-zero weight")
+    if cfg.ppo.learning_rate == 0:
+        warnings.append(
+            f"ppo.learning_rate={cfg.ppo.learning_rate!r}: a control run; updates are computed "
+            "and recorded but the adapters never change")
+    return errors, warnings
+
+
+def check_learnable(cfg: TrainConfig, source: object = None) -> list[str]:
+    """Raise ``ConfigError`` naming the settings (after ``source``, the config file, if given)
+    when no update could carry signal; return the warnings of a legitimate run that does not
+    learn, for the caller to show once."""
+    errors, warnings = learnability(cfg)
+    if errors:
+        where = f"{source}: " if source is not None else ""
+        raise ConfigError(where + "; ".join(errors))
+    return warnings

@@ -2,7 +2,7 @@
 
     python -m flows.replay [--artifacts-root DIR] --run-id ID --step N \
         --stage <rollout|tests|execute|rewards|update> [--downstream]
-    python -m flows.replay [--artifacts-root DIR] --run-id ID --failed
+    python -m flows.replay [--artifacts-root DIR] --run-id ID --failed [--rebuild-manifest]
 
 A stage replay never touches the recorded run. It copies the inputs the stage needs from step N
 to the sibling run ``<ID>.replay`` (same root, same step), runs the same Prefect tasks the train
@@ -17,12 +17,21 @@ compares every output part with the original:
   ``adapter_version``, sample with the recorded seed and say whether the output matched.
 
 The result is printed, returned, and kept as ``run_id=<ID>.replay/_run/replay-<N>-<stage>.json``.
+MATCHED means every output part equals the recorded one, read and checked against the sha256
+of step N's manifest; a step recorded without a manifest (incomplete) can only give SAME ROWS,
+UNVERIFIED. Exit codes: 0 matched (or same rows, unverified), 1 DIFFERS, 2 the comparison could
+not be made: NOT COMPARED (a recorded output part missing or unreadable; the reason is printed),
+or nothing replayed (an input part, adapter version or the step's manifest missing or corrupt).
 
 ``--failed`` finishes, in place, every step that has files but no manifest: it keeps the parts
 that are there and readable, redoes the first missing one and everything after it (each chain
 stage, execution, rewards, update), saves the state, logs the step, and writes the manifest last.
+A manifest that exists but does not parse or validate is corruption, not an incomplete step: the
+command names it and stops (exit 2) with nothing written, unless ``--rebuild-manifest`` asks to
+rebuild it from the step's parts, each checked first, none rewritten (``flows.recover``).
 
-A step that cannot be replayed raises ``ReplayError`` naming the missing file or adapter version.
+A step that cannot be replayed raises ``ReplayError`` naming the missing file or adapter version
+(``CorruptManifestError`` for a corrupt manifest).
 """
 
 from __future__ import annotations
@@ -39,7 +48,7 @@ from prefect import flow, get_run_logger
 
 from artifacts.store import RunStore
 from configs.schema import TrainConfig
-from flows.recover import finish_failed, format_failed
+from flows.recover import check_failed, finish_failed, format_failed
 from tasks.recorded import (
     CHAIN_STAGES,
     STAGES,
@@ -53,14 +62,17 @@ from tasks.recorded import (
     run_config,
     run_stage,
     stage_outputs,
+    step_manifest,
     test_parts,
 )
-from tasks.runtime import RunContext
+from tasks.runtime import RunContext, StateIntegrityError
 from tasks.schedule import ROLES, PlannedStep
 
 TIMING_COLUMNS = {"chains": {"latency_s"}, "executions": {"duration_s"},
                   "updates": {"duration_s"}}  # wall-clock: never reproducible, never compared
 REPLAY_SUFFIX = ".replay"
+EXIT_CODES = {True: 0, False: 1, None: 2}  # a report's "matched": MATCHED, DIFFERS, NOT COMPARED
+ERROR_EXIT = 2  # ReplayError: nothing was replayed (a file, adapter version or manifest)
 
 
 # -- what each stage reads ----------------------------------------------------------------------
@@ -131,7 +143,7 @@ class PartResult:
     part: str
     rows: int
     matched: bool | None          # None: no readable original to compare with
-    detail: str                   # first difference, or why there is no original
+    detail: str                   # first difference, or why it could not be compared
     path: str
 
 
@@ -141,8 +153,9 @@ def compare_part(original: RunStore, replayed: RunStore, step: int, table: str,
     path = part_uri(replayed, table, step, part)
     try:
         old = read_part(original, table, step, part)
-    except ReplayError as exc:
-        return PartResult(table, part, new.num_rows, None, f"no original: {exc}", path)
+    except ReplayError as exc:  # missing, unreadable, differs from the manifest, corrupt manifest
+        return PartResult(table, part, new.num_rows, None,
+                          f"recorded part cannot be used: {exc}", path)
     diff = compare_tables(table, old, new)
     return PartResult(table, part, new.num_rows, diff is None, diff or "", path)
 
@@ -170,6 +183,7 @@ def check_replayable(cfg: TrainConfig, run_id: str, step: int, stage: str,
     planned = planned_step(cfg, step)
     sequence = replay_sequence(stage, downstream)
     store = RunStore(cfg.artifacts.root, run_id)
+    step_manifest(store, step)  # a corrupt one: CorruptManifestError, nothing is replayed
     needed = inputs_to_copy(sequence, planned)
     for table, part in needed:
         read_part(store, table, step, part)
@@ -198,6 +212,10 @@ def replay_stage(cfg: TrainConfig, run_id: str, step: int, stage: str,
     for s in sequence:
         run_stage(replay_ctx, planned, s)
     target.complete_step(step)
+    try:  # hashes are checked only against a manifest
+        verified = step_manifest(original, step) is not None
+    except ReplayError:
+        verified = False  # corrupt since the check: every part says so, NOT COMPARED
     parts = [compare_part(original, target, step, t, p)
              for s in sequence for t, p in stage_outputs(s, planned)]
     gen_roles = {"rollout": "generator", "tests": "discriminator"}
@@ -208,6 +226,7 @@ def replay_stage(cfg: TrainConfig, run_id: str, step: int, stage: str,
         matched = False
     report = {"run_id": run_id, "step": step, "stage": stage, "replayed": sequence,
               "training_stage": planned.stage, "role": planned.role, "matched": matched,
+              "verified": verified,
               "adapters": adapters, "seeds": seeds,
               "copied_inputs": [f"{t}/{p}" for t, p in needed],
               "replay_run": target.run_dir, "parts": [dataclasses.asdict(p) for p in parts]}
@@ -217,8 +236,18 @@ def replay_stage(cfg: TrainConfig, run_id: str, step: int, stage: str,
 
 def format_report(report: dict[str, Any]) -> str:
     verdict = {True: "MATCHED", False: "DIFFERS", None: "NOT COMPARED"}[report["matched"]]
+    unverified = not report.get("verified", True)
+    if report["matched"] is True and unverified:
+        verdict = "SAME ROWS, UNVERIFIED"
     lines = [f"replay of run {report['run_id']} step {report['step']} "
              f"({' -> '.join(report['replayed'])}): {verdict}"]
+    if report["matched"] is None:
+        n = sum(p["matched"] is None for p in report["parts"])
+        lines.append(f"  the comparison could not be made: {n} recorded part(s) missing or "
+                     "unreadable (below)")
+    if unverified:
+        lines.append(f"  step {report['step']} of run {report['run_id']} has no manifest (an "
+                     "incomplete step): its recorded parts were read without a sha256 check")
     for role, where in report["adapters"].items():
         lines.append(f"  {role} adapter {where}")
     for p in report["parts"]:
@@ -234,11 +263,13 @@ def format_report(report: dict[str, Any]) -> str:
 @flow(name="replay", log_prints=True)
 def replay(run_id: str, step: int | None = None, stage: str | None = None,
            downstream: bool = False, failed: bool = False, artifacts_root: str = "runs",
-           config: str | None = None, overrides: list[str] | None = None) -> dict[str, Any]:
-    """Replay one stage of a recorded step (``failed=False``) or finish incomplete steps."""
+           config: str | None = None, overrides: list[str] | None = None,
+           rebuild_manifest: bool = False) -> dict[str, Any]:
+    """Replay one stage of a recorded step (``failed=False``) or finish incomplete steps
+    (with ``rebuild_manifest``, first rebuild corrupt manifests of intact steps)."""
     cfg = run_config(artifacts_root, run_id, config, overrides or [])
     if failed:
-        result = finish_failed(cfg, run_id)
+        result = finish_failed(cfg, run_id, rebuild_manifest)
         print(format_failed(result))
     else:
         if step is None or stage is None:
@@ -259,6 +290,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="also replay every stage after --stage")
     parser.add_argument("--failed", action="store_true",
                         help="finish every step that has no manifest, in place")
+    parser.add_argument("--rebuild-manifest", action="store_true",
+                        help="with --failed: rebuild a corrupt manifest of a completed step "
+                        "from its parts (each checked; no data rewritten)")
     parser.add_argument("--config", help="config file, for runs recorded without a stored one")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="override a value of the stored config")
@@ -269,20 +303,27 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--step and --stage go together")
     if args.downstream and args.failed:
         parser.error("--downstream goes with --stage")
-    try:  # fail fast, before Prefect starts: config, step, input files
+    if args.rebuild_manifest and not args.failed:
+        parser.error("--rebuild-manifest goes with --failed")
+    try:  # fail fast, before Prefect starts: config, step, manifests, input files
         cfg = run_config(args.artifacts_root, args.run_id, args.config, args.overrides)
-        if not args.failed:
+        if args.failed:
+            check_failed(cfg, args.run_id, args.rebuild_manifest)
+        else:
             check_replayable(cfg, args.run_id, args.step, args.stage, args.downstream)
+        from flows.server import ensure_prefect_api
+        ensure_prefect_api()  # a temporary Prefect server that dies with this replay
         result = replay(run_id=args.run_id, step=args.step, stage=args.stage,
                         downstream=args.downstream, failed=args.failed,
                         artifacts_root=args.artifacts_root, config=args.config,
-                        overrides=args.overrides)
-    except ReplayError as exc:
+                        overrides=args.overrides, rebuild_manifest=args.rebuild_manifest)
+    except (ReplayError, StateIntegrityError) as exc:  # a damaged resume state is named too
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if not args.failed:
-        print(format_report(result))
-    return 1 if result.get("matched") is False else 0
+        return ERROR_EXIT
+    if args.failed:
+        return 0
+    print(format_report(result))
+    return EXIT_CODES[result["matched"]]
 
 
 if __name__ == "__main__":

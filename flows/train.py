@@ -23,6 +23,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from configs import load_config
+from configs.schema import check_learnable
 from tasks import execute, generate_tests, ppo_update_task, rollout, score, warm_start
 from tasks.progress import Progress
 from tasks.reporting import close_step
@@ -54,6 +55,8 @@ def train(config: str = "configs/tiny.yaml", overrides: list[str] | None = None,
     if artifacts_root:
         overrides.append(f"artifacts.root={artifacts_root}")
     cfg = load_config(config, overrides)
+    for warning in check_learnable(cfg, config):  # refused here too when not via main()
+        get_run_logger().warning("config: %s", warning)
     ctx = open_run(cfg, run_id or new_run_id(cfg))
     steps = plan(cfg.schedule)
     start = resume_point(ctx, steps)
@@ -84,13 +87,28 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from configs import ConfigError
     from problems import ProblemLoadError
-    try:
-        load_config(args.config, args.overrides)  # fail fast, before Prefect starts
+    try:  # fail fast, before Prefect starts: bad values, configs that cannot learn, problems
+        cfg = load_config(args.config, args.overrides)
+        check_learnable(cfg, args.config)
+        from tasks.runtime import load_run_problems
+        load_run_problems(cfg)  # a bad problem file exits 2 here; the flow reuses the result
     except (ConfigError, ProblemLoadError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    train(config=args.config, overrides=args.overrides, artifacts_root=args.artifacts_root,
-          run_id=args.run_id)
+    from artifacts.store import ManifestCorrupt
+    from tasks.runtime import StateIntegrityError, check_resume_state
+    try:  # resume state: checked before Prefect starts, and again once the models are loaded
+        if args.run_id:
+            check_resume_state(load_config(args.config, args.overrides), args.run_id,
+                               args.artifacts_root)
+        from flows.server import ensure_prefect_api
+        ensure_prefect_api()  # a temporary Prefect server that dies with this run
+        train(config=args.config, overrides=args.overrides, artifacts_root=args.artifacts_root,
+              run_id=args.run_id)
+    except (StateIntegrityError, ManifestCorrupt) as exc:  # no intact resume state, or a
+        # corrupt step manifest (a completed step, never redone): nothing was trained on it
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

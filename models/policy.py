@@ -23,7 +23,7 @@ import hashlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -49,6 +49,16 @@ TARGET_MODULES: dict[str, tuple[str, ...]] = {
     "gpt_neox": ("query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"),
 }
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def tensors_version(tensors: Mapping[str, torch.Tensor]) -> str:
+    """The ``adapter_version`` of an adapter's weights: :meth:`Policies.adapter_version` of a
+    loaded adapter, or of the tensors in the ``adapter_model.safetensors`` it was saved to."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(tensors.items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+    return digest.hexdigest()[:16]
 
 
 def _check_role(role: str) -> str:
@@ -234,11 +244,7 @@ class Policies:
 
     def adapter_version(self, role: str) -> str:
         """Content hash of ``role``'s adapter weights (changes with every optimizer step)."""
-        digest = hashlib.sha256()
-        for name, tensor in sorted(self._adapter_state(role).items()):
-            digest.update(name.encode())
-            digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
-        return digest.hexdigest()[:16]
+        return tensors_version(self._adapter_state(role))
 
     def save_adapter(self, role: str, path: str | Path) -> Path:
         """Write ``role``'s adapter as a standard peft folder (``adapter_config.json`` +

@@ -8,22 +8,46 @@ resumed run or a replay does.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from artifacts.convert import ArtifactError
 from artifacts.store import RunStore
+from configs.errors import ConfigError
 from configs.schema import TrainConfig
-from problems import Problem, load_problems
+from problems import Problem
 from rewards.mutants import Mutant, make_mutants
-from tasks.schedule import ROLES, derive_seed
+from tasks.schedule import ROLES, derive_seed, plan
 
 STATE_KEEP = 2  # resume states kept per run: the last complete step's and the one after it
 VALUE_HEAD_FILE = "value_head.safetensors"  # inside a role's adapter folder (GAE runs only)
 CONFIG_FILE = "config.json"  # the resolved config, in the run store's ``_run/`` (replays)
+ADAPTER_FILE = "adapter_model.safetensors"  # a role's weights in its adapter folder
+ADAPTER_CONFIG_FILE = "adapter_config.json"
+STATE_MANIFEST = "manifest.json"  # in a resume state folder: sha256 per file, adapter versions
+STATE_FORMAT = "runtime.state/1"
+DAMAGED_PREFIX = "damaged-"  # a state folder that failed its check, kept aside for inspection
+
+
+class StateIntegrityError(ArtifactError):
+    """A resume state is damaged, incomplete or cannot be verified. The message names the file
+    and what was expected and found; ``loaded`` says whether weights were already loaded from
+    it (only a version that differs after loading)."""
+
+    def __init__(self, message: str, *, loaded: bool = False) -> None:
+        super().__init__(message)
+        self.loaded = loaded
+
+
+class StateFileMissingError(StateIntegrityError, FileNotFoundError):
+    """A resume state, or a file it needs, is not there."""
 
 
 def state_root(cfg: TrainConfig, run_id: str) -> Path:
@@ -41,8 +65,42 @@ def _optimizer_file(folder: Path, role: str) -> Path:
 
 
 def load_run_problems(cfg: TrainConfig) -> list[Problem]:
+    """The run's problems: ``cfg.problems.source`` vetted under the run's sandbox limits
+    (structure; each reference against its own baseline tests; recorded-format repairs), then
+    selected. ``problems.on_invalid=fail`` raises ``ProblemLoadError`` listing every invalid
+    problem; ``skip`` keeps the valid ones. The result is a list whose ``.report`` says what was
+    repaired and skipped (:func:`record_problem_report` stores it). Vetted once per process:
+    ``flows.train`` calls this before Prefect starts and the flow reuses the result."""
+    from problems.vet import load_for_run
+    from sandbox import options_from_config
+
     p = cfg.problems
-    return load_problems(p.source, ids=p.ids, limit=p.limit, curriculum=p.curriculum)
+    return load_for_run(p.source, on_invalid=p.on_invalid, ids=p.ids, limit=p.limit,
+                        curriculum=p.curriculum, quiet=True, **options_from_config(cfg.sandbox))
+
+
+def record_problem_report(ctx: RunContext) -> None:
+    """Store what vetting the run's problems found (counts, every repair, every skipped problem
+    with its reasons, the valid ids) in the run store (``_run/problems.json``) and as the MLflow
+    artifact ``problems.json``. A resumed run whose problems now vet differently (the file
+    changed, or a reference timed out this time) is warned about, naming the ids."""
+    from problems.vet import RUN_RECORD
+
+    report = getattr(ctx.problems, "report", None)
+    if report is None:
+        return
+    data = report.to_dict()
+    before = ctx.store.read_json(RUN_RECORD)
+    if before is not None and before.get("valid_ids") != data["valid_ids"]:
+        old, new = set(before.get("valid_ids") or ()), set(data["valid_ids"])
+        print(f"warning: {ctx.store.run_dir}/_run/{RUN_RECORD}: the valid problems differ from "
+              f"the run's earlier record (now valid: {sorted(new - old)[:20]}; no longer: "
+              f"{sorted(old - new)[:20]}); the steps from here draw from the new set")
+    uri = ctx.store.write_json(RUN_RECORD, data)
+    if ctx.tracker is not None and ctx.mlflow_run_id is not None:
+        ctx.tracker.log_dict(ctx.mlflow_run_id, data, RUN_RECORD)
+    if report.skipped or report.repairs:
+        print(f"problems: {report.summary()}; recorded in {uri}")
 
 
 @dataclass
@@ -105,24 +163,60 @@ class RunContext:
 
     def load_role(self, role: str, adapter_dir: Path, optimizer_file: Path | None) -> None:
         """Inverse of :meth:`save_role` (the optimizer only when ``optimizer_file`` is given):
-        from a resume state folder or a downloaded stage checkpoint."""
-        self.policies.load_adapter(role, adapter_dir)
+        from a resume state folder or a downloaded stage checkpoint. A file that cannot be read
+        raises ``StateIntegrityError`` naming it (never a bare safetensors or torch error);
+        the caller checks the files' hashes before (``verify_state_files``)."""
+        try:
+            self.policies.load_adapter(role, adapter_dir)
+        except (ConfigError, StateIntegrityError):
+            raise
+        except Exception as exc:  # SafetensorError, JSON, shape errors: a damaged adapter
+            raise StateIntegrityError(f"{adapter_dir / ADAPTER_FILE}: cannot load {role}'s "
+                                      f"adapter ({type(exc).__name__}: {exc})") from None
         if role in self.value_heads:
             from safetensors.torch import load_file
 
             path = adapter_dir / VALUE_HEAD_FILE
             if not path.is_file():
-                raise FileNotFoundError(f"{path}: ppo.advantage='gae' but this state has no "
-                                        f"value head for {role}")
+                raise StateFileMissingError(f"{path}: ppo.advantage='gae' but this state has no "
+                                            f"value head for {role}")
             head = self.value_heads[role]
-            head.load_state_dict(load_file(path, device=str(head.proj.weight.device)))
+            try:
+                head.load_state_dict(load_file(path, device=str(head.proj.weight.device)))
+            except Exception as exc:
+                raise StateIntegrityError(f"{path}: cannot load {role}'s value head "
+                                          f"({type(exc).__name__}: {exc})") from None
         if optimizer_file is not None:
-            self.optimizers[role].load_state_dict(torch.load(optimizer_file, weights_only=True))
+            try:
+                self.optimizers[role].load_state_dict(
+                    torch.load(optimizer_file, weights_only=True))
+            except Exception as exc:
+                raise StateIntegrityError(f"{optimizer_file}: cannot load {role}'s optimizer "
+                                          f"state ({type(exc).__name__}: {exc})") from None
 
     def restore_role(self, role: str, folder: Path, optimizer: bool = True) -> None:
-        """:meth:`load_role` from a resume state folder written by :meth:`save_role`."""
-        self.load_role(role, folder / role,
-                       _optimizer_file(folder, role) if optimizer else None)
+        """:meth:`load_role` from a resume state folder written by :meth:`save_role`, after
+        checking the role's files against the folder's manifest, and its loaded
+        ``adapter_version`` after. A state without a manifest (written before manifests) is
+        loaded with a warning: the caller checks the loaded version against the run's record
+        (``tasks.recorded.load_start_state`` does; :meth:`restore_state` refuses such a state
+        unless the run's tables record the version it must have)."""
+        check = verify_state_files(folder, [role], gae=role in self.value_heads,
+                                   optimizer=optimizer)
+        if check.legacy:
+            print(f"warning: {folder}: no {STATE_MANIFEST} (written before resume states had "
+                  f"one): {role}'s files are not checked by hash")
+        self.load_role(role, folder / role, _optimizer_file(folder, role) if optimizer else None)
+        self._check_loaded(folder, check.expected)
+
+    def _check_loaded(self, folder: Path, expected: dict[str, str | None]) -> None:
+        """The loaded adapters have the versions the state must hold."""
+        for role, version in expected.items():
+            found = self.policies.adapter_version(role)
+            if version is not None and found != version:
+                raise StateIntegrityError(
+                    f"{folder / role / ADAPTER_FILE}: {role} adapter_version after loading is "
+                    f"{found}, expected {version}", loaded=True)
 
     # -- problems --------------------------------------------------------------------------
     @property
@@ -147,13 +241,22 @@ class RunContext:
 
     def save_state(self, step: int) -> Path:
         """Both adapters and optimizers after ``step``, written to a temp folder and renamed,
-        so a kill leaves either the whole state or none of it."""
+        so a kill leaves either the whole state or none of it. The folder's manifest, written
+        last, holds the sha256 and size of every file and each role's ``adapter_version``:
+        :meth:`restore_state` checks them all before anything is loaded."""
         final = self.state_dir / f"step={step:06d}"
         tmp = self.state_dir / f".tmp-step={step:06d}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         for role in ROLES:
             self.save_role(role, tmp)
+        manifest = {"format": STATE_FORMAT, "run_id": self.run_id, "step": int(step),
+                    "created_at": time.time(),
+                    "adapter_versions": {r: self.policies.adapter_version(r) for r in ROLES},
+                    "files": {rel: {"sha256": _sha256_file(tmp / rel),
+                                    "bytes": (tmp / rel).stat().st_size}
+                              for rel in _state_files(tmp)}}
+        (tmp / STATE_MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
         for old in sorted(self.state_dir.glob("step=*"))[:-STATE_KEEP]:
@@ -161,14 +264,224 @@ class RunContext:
         return final
 
     def state_steps(self) -> list[int]:
-        return sorted(int(p.name.split("=")[1]) for p in self.state_dir.glob("step=*"))
+        return _state_steps(self.state_dir)
 
-    def restore_state(self, step: int) -> None:
+    def restore_state(self, step: int,
+                      recorded: dict[str, tuple[str, str]] | None = None) -> dict[str, str]:
+        """Load the state saved after ``step``: every file of both roles is checked against the
+        state's manifest and the manifest's versions against the run's record (``recorded``,
+        by default :func:`recorded_state_versions`) before anything is loaded; the loaded
+        adapters' versions are checked after. Raises ``StateIntegrityError`` naming the
+        file with expected and found values. A state without a manifest is accepted only when
+        every role's adapter file holds the version the run's tables record (with a warning:
+        its optimizer and value head files cannot be checked). Returns role -> version."""
         folder = self.state_dir / f"step={step:06d}"
         if not folder.is_dir():
-            raise FileNotFoundError(f"{folder}: no resume state for step {step}")
-        for role in ROLES:
-            self.restore_role(role, folder)
+            raise StateFileMissingError(f"{folder}: no resume state for step {step}")
+        if recorded is None:
+            recorded = recorded_state_versions(self.store, step)
+        check = verify_state_files(folder, ROLES, gae=bool(self.value_heads), optimizer=True,
+                                   recorded=recorded, require_verified=True)
+        if check.legacy:
+            print(f"warning: {folder}: no {STATE_MANIFEST} (written before resume states had "
+                  "one); its adapters hold the versions the run recorded ("
+                  + ", ".join(f"{r} {v} from the {recorded[r][1]}"
+                              for r, v in check.expected.items())
+                  + "), its optimizer and value head files cannot be checked")
+        try:
+            for role in ROLES:
+                self.load_role(role, folder / role, _optimizer_file(folder, role))
+        except StateIntegrityError as exc:  # part of the state may be loaded already
+            raise StateIntegrityError(str(exc), loaded=True) from None
+        self._check_loaded(folder, check.expected)
+        return {role: self.policies.adapter_version(role) for role in ROLES}
+
+
+# -- resume state checks (files only, no model: the CLI runs them before Prefect starts) ------
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _state_files(folder: Path) -> list[str]:
+    """Every file of a state folder but its manifest, as relative posix paths."""
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")
+                  if p.is_file() and p.relative_to(folder).as_posix() != STATE_MANIFEST)
+
+
+def _state_steps(state_dir: Path) -> list[int]:
+    return sorted(int(p.name.split("=")[1]) for p in state_dir.glob("step=*"))
+
+
+def adapter_file_version(path: Path) -> str:
+    """``adapter_version`` of the weights in an ``adapter_model.safetensors`` (what
+    ``Policies.adapter_version`` gives once they are loaded); ``StateIntegrityError`` when the
+    file cannot be read."""
+    from safetensors.torch import load_file
+
+    from models.policy import tensors_version
+
+    try:
+        return tensors_version(load_file(path))
+    except Exception as exc:  # SafetensorError on a truncated or scrambled file, OSError
+        raise StateIntegrityError(f"{path}: unreadable ({type(exc).__name__}: {exc})") from None
+
+
+def _version_or_reason(path: Path) -> str:
+    try:
+        return adapter_file_version(path)
+    except StateIntegrityError as exc:
+        return str(exc).split(": ", 1)[1]
+
+
+def recorded_state_versions(store: RunStore, step: int) -> dict[str, tuple[str, str]]:
+    """What the run's tables say each role's adapter was after ``step``: the
+    ``adapter_version_after`` of the role's last update at or before ``step`` (the updates
+    table, read back from ``step``), or, for a role not updated by then, the
+    ``adapter_version`` its step-1 chains were sampled with. Role -> (version, where it was
+    read); a role whose record is missing or unreadable is left out."""
+    out: dict[str, tuple[str, str]] = {}
+    for at in range(step, 0, -1):
+        try:
+            rows = store.read_table("updates", step=at,
+                                    columns=["role", "adapter_version_after"]).to_pylist()
+        except (ArtifactError, OSError):
+            rows = []
+        if not rows:  # which role this step updated is unknown: older records may be stale
+            return out
+        for row in rows:
+            if row["role"] in ROLES and row["adapter_version_after"]:
+                out.setdefault(row["role"], (row["adapter_version_after"],
+                                             f"updates table, step {at}"))
+        if len(out) == len(ROLES):
+            return out
+    for role in ROLES:  # every step read back to step 1: these roles were never updated
+        if role in out:
+            continue
+        try:
+            rows = store.read_table("chains", step=1, part=f"{role}-1",
+                                    columns=["adapter_version"]).to_pylist()
+        except (ArtifactError, OSError):
+            continue
+        if rows and rows[0]["adapter_version"]:
+            out[role] = (rows[0]["adapter_version"],
+                         "chains table, step 1 (sampled before any update)")
+    return out
+
+
+@dataclass(frozen=True)
+class StateCheck:
+    """What :func:`verify_state_files` found: the version each role's adapter must have once
+    loaded (None: not known), and whether the state predates manifests."""
+
+    expected: dict[str, str | None]
+    legacy: bool
+
+
+def _read_state_manifest(folder: Path) -> dict | None:
+    path = folder / STATE_MANIFEST
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise StateIntegrityError(f"{path}: unreadable ({exc})") from None
+    ok = (isinstance(data, dict) and data.get("format") == STATE_FORMAT
+          and isinstance(data.get("files"), dict)
+          and isinstance(data.get("adapter_versions"), dict))
+    if not ok:
+        raise StateIntegrityError(f"{path}: not a {STATE_FORMAT} manifest")
+    return data
+
+
+def verify_state_files(folder: Path, roles: list[str] | tuple[str, ...], *, gae: bool,
+                       optimizer: bool = True,
+                       recorded: dict[str, tuple[str, str]] | None = None,
+                       require_verified: bool = False) -> StateCheck:
+    """Check ``roles``' files in a resume state folder before anything is loaded from it.
+
+    With a manifest: every file of those roles (adapter weights and config, value head,
+    optimizer) must be there with the recorded sha256, and the manifest's ``adapter_version``
+    must equal ``recorded`` where the run recorded one. Without (a state written before
+    manifests): each adapter file's version must equal ``recorded``; with
+    ``require_verified`` a role the run recorded no version for is refused, else it is
+    left to the caller. Raises ``StateIntegrityError`` naming the first bad file with the
+    expected and found sha256 / ``adapter_version``."""
+    recorded = recorded or {}
+    manifest = _read_state_manifest(folder)
+    needed = []
+    for role in roles:
+        needed += [f"{role}/{ADAPTER_FILE}", f"{role}/{ADAPTER_CONFIG_FILE}"]
+        if gae:
+            needed.append(f"{role}/{VALUE_HEAD_FILE}")
+        if optimizer:
+            needed.append(_optimizer_file(Path(), role).as_posix())
+    for rel in needed:
+        if not (folder / rel).is_file():
+            role = rel.split("/")[0].split("-")[0]
+            what = (f"ppo.advantage='gae' but this state has no value head for {role}"
+                    if rel.endswith(VALUE_HEAD_FILE) else "missing from this resume state")
+            raise StateFileMissingError(f"{folder / rel}: {what}")
+    if manifest is None:
+        expected: dict[str, str | None] = {}
+        for role in roles:
+            path = folder / role / ADAPTER_FILE
+            found = adapter_file_version(path)
+            if role not in recorded:
+                if require_verified:
+                    raise StateIntegrityError(
+                        f"{folder}: no {STATE_MANIFEST} (written before resume states had "
+                        f"one) and the run records no adapter_version for {role} at this step; "
+                        f"{path} (adapter_version {found}) cannot be verified")
+                expected[role] = None
+                continue
+            version, source = recorded[role]
+            if found != version:
+                raise StateIntegrityError(
+                    f"{path}: {role} adapter_version expected {version} (the {source}), "
+                    f"found {found}")
+            expected[role] = version
+        return StateCheck(expected, legacy=True)
+
+    listed = manifest["files"]
+    mine = [rel for rel in listed
+            if rel.split("/")[0] in roles
+            or (optimizer and rel in {_optimizer_file(Path(), r).as_posix() for r in roles})]
+    for rel in needed:
+        if rel not in listed:
+            raise StateIntegrityError(f"{folder / rel}: not listed in {folder / STATE_MANIFEST} "
+                                      "(cannot be verified)")
+    for rel in sorted(mine):
+        path, entry = folder / rel, listed[rel]
+        if not path.is_file():
+            raise StateFileMissingError(f"{path}: missing (listed in {STATE_MANIFEST})")
+        digest, size = _sha256_file(path), path.stat().st_size
+        if digest == entry.get("sha256"):
+            continue
+        detail = (f"sha256 expected {str(entry.get('sha256'))[:16]}, found {digest[:16]}; "
+                  f"{entry.get('bytes')} bytes expected, {size} found")
+        role = rel.split("/")[0]
+        if rel.endswith(f"/{ADAPTER_FILE}"):
+            detail = (f"{role} adapter_version expected {manifest['adapter_versions'].get(role)}, "
+                      f"found {_version_or_reason(path)}; {detail}")
+        raise StateIntegrityError(f"{path}: content differs from {STATE_MANIFEST} ({detail})")
+    expected = {}
+    for role in roles:
+        version = manifest["adapter_versions"].get(role)
+        if not version:
+            raise StateIntegrityError(f"{folder / STATE_MANIFEST}: records no adapter_version "
+                                      f"for {role}")
+        if role in recorded and recorded[role][0] != version:
+            raise StateIntegrityError(
+                f"{folder / role / ADAPTER_FILE}: {role} adapter_version expected "
+                f"{recorded[role][0]} (the {recorded[role][1]}), found {version} (its "
+                f"{STATE_MANIFEST}, whose files are intact)")
+        expected[role] = version
+    return StateCheck(expected, legacy=False)
 
 
 # -- run lifecycle (called by the flow) -------------------------------------------------------
@@ -194,6 +507,7 @@ def open_run(cfg: TrainConfig, run_id: str) -> RunContext:
     except Exception:  # outside a flow run (unit tests call this directly)
         flow_run_id = None
     ctx.mlflow_run_id = ctx.tracker.run_for(cfg, run_id, flow_run_id)
+    record_problem_report(ctx)  # skipped and repaired problems: run store and MLflow
     _link_artifact(ctx)
     return ctx
 
@@ -221,16 +535,136 @@ def resume_point(ctx: RunContext, steps: list) -> int:
     """The last complete step (0 for a new run), with its adapters and optimizers restored.
 
     Steps after it that left files but no manifest are incomplete: their parts are rewritten.
+    The restored state is verified first (:meth:`RunContext.restore_state`). When it is damaged,
+    missing or cannot be verified, the message names the file with the expected and found
+    values, and the newest intact older state is restored instead: the steps after it are
+    made incomplete again (manifests, then their parts, removed from the run store), so the
+    flow redoes them, and the damaged states are set aside as ``damaged-step=NNNNNN``. No
+    intact state: ``StateIntegrityError`` (the CLI exits 2 with its message). A damaged
+    warm-start state when no step is complete is set aside and the warm start redone.
     """
     done = ctx.store.complete_steps()
     last = max((s for s in done if s <= len(steps)), default=0)
-    if last and last not in ctx.state_steps():
-        raise FileNotFoundError(
-            f"{ctx.state_dir}: step {last} is complete but its adapter state is missing; "
-            "cannot resume this run (start a new run id)")
-    if last or 0 in ctx.state_steps():
-        ctx.restore_state(last)
-    return last
+    kept = ctx.state_steps()
+    if not last and 0 not in kept:
+        return 0
+    damaged: list[tuple[int, StateIntegrityError]] = []
+    if last not in kept:
+        damaged.append((last, StateFileMissingError(
+            f"{ctx.state_dir / f'step={last:06d}'}: missing (step {last} is complete)")))
+    loaded = False
+    for step in sorted((s for s in kept if s <= last), reverse=True):
+        try:
+            versions = ctx.restore_state(step)
+        except StateIntegrityError as exc:
+            loaded |= exc.loaded
+            print(f"resume state of step {step} failed its check: {exc}")
+            damaged.append((step, exc))
+            continue
+        if step < last:
+            _fall_back(ctx, step, last, damaged)
+            print(f"resuming from the resume state of step {step} ("
+                  + ", ".join(f"{r} {v}" for r, v in versions.items())
+                  + f", verified) instead of step {last}")
+        return step
+    if last == 0:  # only a damaged warm-start state: no step is lost by redoing it
+        if loaded:  # weights of the damaged state are in the model: start from fresh ones
+            ctx.load_policies()
+        _fall_back(ctx, 0, 0, damaged)
+        print("the warm start is redone (no step was complete)")
+        return 0
+    raise StateIntegrityError(_no_intact_state(ctx.run_id, ctx.state_dir, last, damaged))
+
+
+def _no_intact_state(run_id: str, state_dir: Path, last: int,
+                     damaged: list[tuple[int, Exception]]) -> str:
+    return (f"run {run_id}: no intact resume state to continue from (step {last} is the last "
+            f"complete step; states kept in {state_dir}):\n"
+            + "\n".join(f"  step {s}: {exc}" for s, exc in damaged)
+            + "\nnothing was trained on them; start a new run id, or put back intact state "
+              "folders")
+
+
+def _fall_back(ctx: RunContext, step: int, last: int,
+               damaged: list[tuple[int, StateIntegrityError]]) -> None:
+    """After restoring the state of ``step`` in place of ``last``'s: set the damaged states
+    aside, drop every other state after ``step``, and make every step after ``step`` incomplete
+    again (manifests first, newest first, then their parts), saying so on the console. A kill
+    half-way leaves a run that resumes the same way."""
+    bad = {s for s, _ in damaged}
+    for folder in sorted(ctx.state_dir.glob("step=*")):
+        s = int(folder.name.split("=")[1])
+        if s < step or (s == step and step not in bad):
+            continue
+        if s in bad:
+            aside = folder.with_name(DAMAGED_PREFIX + folder.name)
+            shutil.rmtree(aside, ignore_errors=True)
+            folder.rename(aside)
+            print(f"set aside the damaged resume state {folder} as {aside.name} (delete it "
+                  "once inspected)")
+        else:  # an intact state of a step that is redone: it would be stale
+            shutil.rmtree(folder)
+    redo = [s for s in ctx.store.list_steps() if s > step]
+    if redo:
+        _discard_steps(ctx.store, redo)
+        span = f"step {redo[0]}" if len(redo) == 1 else f"steps {redo[0]}..{redo[-1]}"
+        print(f"{span} of run {ctx.run_id} will be redone from the state of step {step}: "
+              f"{'its' if len(redo) == 1 else 'their'} recorded data was removed from "
+              f"{ctx.store.run_dir}")
+
+
+def _discard_steps(store: RunStore, steps: list[int]) -> None:
+    """Remove steps from the run store: every manifest first (newest first, so the complete
+    steps stay a prefix of the run at any point), then the steps' parts."""
+    import pyarrow.fs as pafs
+
+    fs = store.fs
+    for s in sorted(steps, reverse=True):
+        path = f"{store.run_dir}/_manifests/step={s:06d}.json"
+        if fs.get_file_info(path).type == pafs.FileType.File:
+            fs.delete_file(path)
+    if fs.get_file_info(store.run_dir).type != pafs.FileType.Directory:
+        return
+    tables = [i.path for i in fs.get_file_info(pafs.FileSelector(store.run_dir))
+              if i.type == pafs.FileType.Directory and i.base_name.startswith("table=")]
+    for s in sorted(steps, reverse=True):
+        for table in tables:
+            folder = f"{table}/step={s:06d}"
+            if fs.get_file_info(folder).type == pafs.FileType.Directory:
+                fs.delete_dir(folder)
+
+
+def check_resume_state(cfg: TrainConfig, run_id: str, artifacts_root: str | None = None) -> None:
+    """Before any model is loaded (the CLI calls it before Prefect starts): raise
+    ``StateIntegrityError`` when ``run_id`` has complete steps but no resume state at or
+    before the last of them passes :func:`verify_state_files`. Prints nothing: the flow's
+    :func:`resume_point` checks again, reports and falls back."""
+    import dataclasses
+
+    if artifacts_root:
+        cfg = dataclasses.replace(cfg, artifacts=dataclasses.replace(cfg.artifacts,
+                                                                     root=artifacts_root))
+    store = RunStore(cfg.artifacts.root, run_id)
+    n_steps = len(plan(cfg.schedule))
+    last = max((s for s in store.complete_steps() if s <= n_steps), default=0)
+    if not last:
+        return
+    state_dir = state_root(cfg, run_id)
+    kept = _state_steps(state_dir)
+    damaged: list[tuple[int, Exception]] = []
+    if last not in kept:
+        damaged.append((last, StateFileMissingError(
+            f"{state_dir / f'step={last:06d}'}: missing (step {last} is complete)")))
+    for step in sorted((s for s in kept if s <= last), reverse=True):
+        try:
+            verify_state_files(state_dir / f"step={step:06d}", ROLES,
+                               gae=cfg.ppo.advantage == "gae", optimizer=True,
+                               recorded=recorded_state_versions(store, step),
+                               require_verified=True)
+            return
+        except StateIntegrityError as exc:
+            damaged.append((step, exc))
+    raise StateIntegrityError(_no_intact_state(run_id, state_dir, last, damaged))
 
 
 def finish_run(ctx: RunContext) -> dict:
@@ -246,12 +680,20 @@ def finish_run(ctx: RunContext) -> dict:
                               cfg.tracking.discriminator_registry_name]
         if cfg.tracking.register_models else [],
     }
+    from tasks.reporting import skipped_line, skipped_updates
+
+    updates = ctx.store.read("updates")
+    summary["updates"] = len(updates)
+    summary["skipped_updates"] = skipped_updates(updates.to_dict("records"),
+                                                 ctx.store.read("rewards").to_dict("records"),
+                                                 cfg.ppo.advantage == "group")
     print(stage_table(ctx))
     print("\nTraining finished.\n"
           f"  run store   : {summary['run_store']}\n"
           f"  mlflow      : {summary['mlflow_tracking_uri']} (run {ctx.mlflow_run_id})\n"
           f"  models      : {', '.join(summary['registered_models']) or '(not registered)'}"
           " (aliases: candidate, champion)\n"
+          f"  updates     : {skipped_line(len(updates), summary['skipped_updates'])}\n"
           f"  browse      : mlflow ui --backend-store-uri {summary['mlflow_tracking_uri']}"
           " --host 127.0.0.1 --workers 1\n"
           f"  read tables : pandas.read_parquet('{ctx.store.run_dir}/table=rewards')")

@@ -8,7 +8,6 @@ resumed run or a replay does.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import time
@@ -18,36 +17,32 @@ from typing import Any
 
 import torch
 
-from artifacts.convert import ArtifactError
 from artifacts.store import RunStore
 from configs.errors import ConfigError
 from configs.schema import TrainConfig
 from problems import Problem
 from rewards.mutants import Mutant, make_mutants
 from tasks.schedule import ROLES, derive_seed, plan
+from tasks.statefiles import (  # noqa: F401 - re-exported: callers import them from here
+    ADAPTER_FILE,
+    DAMAGED_PREFIX,
+    STATE_FORMAT,
+    STATE_MANIFEST,
+    VALUE_HEAD_FILE,
+    StateCheck,
+    StateFileMissingError,
+    StateIntegrityError,
+    _optimizer_file,
+    _sha256_file,
+    _state_files,
+    _state_steps,
+    adapter_file_version,
+    recorded_state_versions,
+    verify_state_files,
+)
 
 STATE_KEEP = 2  # resume states kept per run: the last complete step's and the one after it
-VALUE_HEAD_FILE = "value_head.safetensors"  # inside a role's adapter folder (GAE runs only)
 CONFIG_FILE = "config.json"  # the resolved config, in the run store's ``_run/`` (replays)
-ADAPTER_FILE = "adapter_model.safetensors"  # a role's weights in its adapter folder
-ADAPTER_CONFIG_FILE = "adapter_config.json"
-STATE_MANIFEST = "manifest.json"  # in a resume state folder: sha256 per file, adapter versions
-STATE_FORMAT = "runtime.state/1"
-DAMAGED_PREFIX = "damaged-"  # a state folder that failed its check, kept aside for inspection
-
-
-class StateIntegrityError(ArtifactError):
-    """A resume state is damaged, incomplete or cannot be verified. The message names the file
-    and what was expected and found; ``loaded`` says whether weights were already loaded from
-    it (only a version that differs after loading)."""
-
-    def __init__(self, message: str, *, loaded: bool = False) -> None:
-        super().__init__(message)
-        self.loaded = loaded
-
-
-class StateFileMissingError(StateIntegrityError, FileNotFoundError):
-    """A resume state, or a file it needs, is not there."""
 
 
 def state_root(cfg: TrainConfig, run_id: str) -> Path:
@@ -57,11 +52,6 @@ def state_root(cfg: TrainConfig, run_id: str) -> Path:
     if "://" in root and not root.startswith("file://"):
         return Path(".cache") / "state" / run_id
     return Path(root.removeprefix("file://")) / "_state" / f"run_id={run_id}"
-
-
-def _optimizer_file(folder: Path, role: str) -> Path:
-    """Where a resume state folder keeps ``role``'s optimizer state."""
-    return folder / f"{role}-optimizer.pt"
 
 
 def load_run_problems(cfg: TrainConfig) -> list[Problem]:
@@ -296,195 +286,6 @@ class RunContext:
         self._check_loaded(folder, check.expected)
         return {role: self.policies.adapter_version(role) for role in ROLES}
 
-
-# -- resume state checks (files only, no model: the CLI runs them before Prefect starts) ------
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _state_files(folder: Path) -> list[str]:
-    """Every file of a state folder but its manifest, as relative posix paths."""
-    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")
-                  if p.is_file() and p.relative_to(folder).as_posix() != STATE_MANIFEST)
-
-
-def _state_steps(state_dir: Path) -> list[int]:
-    return sorted(int(p.name.split("=")[1]) for p in state_dir.glob("step=*"))
-
-
-def adapter_file_version(path: Path) -> str:
-    """``adapter_version`` of the weights in an ``adapter_model.safetensors`` (what
-    ``Policies.adapter_version`` gives once they are loaded); ``StateIntegrityError`` when the
-    file cannot be read."""
-    from safetensors.torch import load_file
-
-    from models.policy import tensors_version
-
-    try:
-        return tensors_version(load_file(path))
-    except Exception as exc:  # SafetensorError on a truncated or scrambled file, OSError
-        raise StateIntegrityError(f"{path}: unreadable ({type(exc).__name__}: {exc})") from None
-
-
-def _version_or_reason(path: Path) -> str:
-    try:
-        return adapter_file_version(path)
-    except StateIntegrityError as exc:
-        return str(exc).split(": ", 1)[1]
-
-
-def recorded_state_versions(store: RunStore, step: int) -> dict[str, tuple[str, str]]:
-    """What the run's tables say each role's adapter was after ``step``: the
-    ``adapter_version_after`` of the role's last update at or before ``step`` (the updates
-    table, read back from ``step``), or, for a role not updated by then, the
-    ``adapter_version`` its step-1 chains were sampled with. Role -> (version, where it was
-    read); a role whose record is missing or unreadable is left out."""
-    out: dict[str, tuple[str, str]] = {}
-    for at in range(step, 0, -1):
-        try:
-            rows = store.read_table("updates", step=at,
-                                    columns=["role", "adapter_version_after"]).to_pylist()
-        except (ArtifactError, OSError):
-            rows = []
-        if not rows:  # which role this step updated is unknown: older records may be stale
-            return out
-        for row in rows:
-            if row["role"] in ROLES and row["adapter_version_after"]:
-                out.setdefault(row["role"], (row["adapter_version_after"],
-                                             f"updates table, step {at}"))
-        if len(out) == len(ROLES):
-            return out
-    for role in ROLES:  # every step read back to step 1: these roles were never updated
-        if role in out:
-            continue
-        try:
-            rows = store.read_table("chains", step=1, part=f"{role}-1",
-                                    columns=["adapter_version"]).to_pylist()
-        except (ArtifactError, OSError):
-            continue
-        if rows and rows[0]["adapter_version"]:
-            out[role] = (rows[0]["adapter_version"],
-                         "chains table, step 1 (sampled before any update)")
-    return out
-
-
-@dataclass(frozen=True)
-class StateCheck:
-    """What :func:`verify_state_files` found: the version each role's adapter must have once
-    loaded (None: not known), and whether the state predates manifests."""
-
-    expected: dict[str, str | None]
-    legacy: bool
-
-
-def _read_state_manifest(folder: Path) -> dict | None:
-    path = folder / STATE_MANIFEST
-    if not path.exists():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise StateIntegrityError(f"{path}: unreadable ({exc})") from None
-    ok = (isinstance(data, dict) and data.get("format") == STATE_FORMAT
-          and isinstance(data.get("files"), dict)
-          and isinstance(data.get("adapter_versions"), dict))
-    if not ok:
-        raise StateIntegrityError(f"{path}: not a {STATE_FORMAT} manifest")
-    return data
-
-
-def verify_state_files(folder: Path, roles: list[str] | tuple[str, ...], *, gae: bool,
-                       optimizer: bool = True,
-                       recorded: dict[str, tuple[str, str]] | None = None,
-                       require_verified: bool = False) -> StateCheck:
-    """Check ``roles``' files in a resume state folder before anything is loaded from it.
-
-    With a manifest: every file of those roles (adapter weights and config, value head,
-    optimizer) must be there with the recorded sha256, and the manifest's ``adapter_version``
-    must equal ``recorded`` where the run recorded one. Without (a state written before
-    manifests): each adapter file's version must equal ``recorded``; with
-    ``require_verified`` a role the run recorded no version for is refused, else it is
-    left to the caller. Raises ``StateIntegrityError`` naming the first bad file with the
-    expected and found sha256 / ``adapter_version``."""
-    recorded = recorded or {}
-    manifest = _read_state_manifest(folder)
-    needed = []
-    for role in roles:
-        needed += [f"{role}/{ADAPTER_FILE}", f"{role}/{ADAPTER_CONFIG_FILE}"]
-        if gae:
-            needed.append(f"{role}/{VALUE_HEAD_FILE}")
-        if optimizer:
-            needed.append(_optimizer_file(Path(), role).as_posix())
-    for rel in needed:
-        if not (folder / rel).is_file():
-            role = rel.split("/")[0].split("-")[0]
-            what = (f"ppo.advantage='gae' but this state has no value head for {role}"
-                    if rel.endswith(VALUE_HEAD_FILE) else "missing from this resume state")
-            raise StateFileMissingError(f"{folder / rel}: {what}")
-    if manifest is None:
-        expected: dict[str, str | None] = {}
-        for role in roles:
-            path = folder / role / ADAPTER_FILE
-            found = adapter_file_version(path)
-            if role not in recorded:
-                if require_verified:
-                    raise StateIntegrityError(
-                        f"{folder}: no {STATE_MANIFEST} (written before resume states had "
-                        f"one) and the run records no adapter_version for {role} at this step; "
-                        f"{path} (adapter_version {found}) cannot be verified")
-                expected[role] = None
-                continue
-            version, source = recorded[role]
-            if found != version:
-                raise StateIntegrityError(
-                    f"{path}: {role} adapter_version expected {version} (the {source}), "
-                    f"found {found}")
-            expected[role] = version
-        return StateCheck(expected, legacy=True)
-
-    listed = manifest["files"]
-    mine = [rel for rel in listed
-            if rel.split("/")[0] in roles
-            or (optimizer and rel in {_optimizer_file(Path(), r).as_posix() for r in roles})]
-    for rel in needed:
-        if rel not in listed:
-            raise StateIntegrityError(f"{folder / rel}: not listed in {folder / STATE_MANIFEST} "
-                                      "(cannot be verified)")
-    for rel in sorted(mine):
-        path, entry = folder / rel, listed[rel]
-        if not path.is_file():
-            raise StateFileMissingError(f"{path}: missing (listed in {STATE_MANIFEST})")
-        digest, size = _sha256_file(path), path.stat().st_size
-        if digest == entry.get("sha256"):
-            continue
-        detail = (f"sha256 expected {str(entry.get('sha256'))[:16]}, found {digest[:16]}; "
-                  f"{entry.get('bytes')} bytes expected, {size} found")
-        role = rel.split("/")[0]
-        if rel.endswith(f"/{ADAPTER_FILE}"):
-            detail = (f"{role} adapter_version expected {manifest['adapter_versions'].get(role)}, "
-                      f"found {_version_or_reason(path)}; {detail}")
-        raise StateIntegrityError(f"{path}: content differs from {STATE_MANIFEST} ({detail})")
-    expected = {}
-    for role in roles:
-        version = manifest["adapter_versions"].get(role)
-        if not version:
-            raise StateIntegrityError(f"{folder / STATE_MANIFEST}: records no adapter_version "
-                                      f"for {role}")
-        if role in recorded and recorded[role][0] != version:
-            raise StateIntegrityError(
-                f"{folder / role / ADAPTER_FILE}: {role} adapter_version expected "
-                f"{recorded[role][0]} (the {recorded[role][1]}), found {version} (its "
-                f"{STATE_MANIFEST}, whose files are intact)")
-        expected[role] = version
-    return StateCheck(expected, legacy=False)
-
-
-# -- run lifecycle (called by the flow) -------------------------------------------------------
 
 def new_run_id(cfg: TrainConfig) -> str:
     import time

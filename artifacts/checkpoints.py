@@ -74,7 +74,8 @@ class CheckpointInfo:
         return asdict(self)
 
 
-def _sha256_file(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MB blocks (checkpoints and resume states)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -84,7 +85,7 @@ def _sha256_file(path: Path) -> str:
 
 def hash_files(folder: Path) -> dict[str, str]:
     """sha256 of every file below ``folder`` except the manifest, keyed by relative path."""
-    return {p.relative_to(folder).as_posix(): _sha256_file(p)
+    return {p.relative_to(folder).as_posix(): sha256_file(p)
             for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST_NAME}
 
 
@@ -153,7 +154,7 @@ def verify_checkpoint_dir(folder: Path) -> CheckpointInfo:
         path = folder / rel
         if not path.is_file():
             raise CheckpointCorruptError(f"{path}: missing (listed in {MANIFEST_NAME})")
-        if _sha256_file(path) != digest:
+        if sha256_file(path) != digest:
             raise CheckpointCorruptError(f"{path}: content differs from {MANIFEST_NAME} "
                                          "(sha256 mismatch)")
     if content_hash(listed) != info.content_hash:

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from artifacts.checkpoints import sha256_file
 from artifacts.store import RunStore
 from configs.errors import ConfigError
 from configs.schema import TrainConfig
@@ -33,7 +34,6 @@ from tasks.statefiles import (  # noqa: F401 - re-exported: callers import them 
     StateFileMissingError,
     StateIntegrityError,
     _optimizer_file,
-    _sha256_file,
     _state_files,
     _state_steps,
     adapter_file_version,
@@ -243,7 +243,7 @@ class RunContext:
         manifest = {"format": STATE_FORMAT, "run_id": self.run_id, "step": int(step),
                     "created_at": time.time(),
                     "adapter_versions": {r: self.policies.adapter_version(r) for r in ROLES},
-                    "files": {rel: {"sha256": _sha256_file(tmp / rel),
+                    "files": {rel: {"sha256": sha256_file(tmp / rel),
                                     "bytes": (tmp / rel).stat().st_size}
                               for rel in _state_files(tmp)}}
         (tmp / STATE_MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))

@@ -6,11 +6,11 @@ Files only, no model and no Prefect: the CLI runs these checks before Prefect st
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from artifacts.checkpoints import sha256_file
 from artifacts.convert import ArtifactError
 from artifacts.store import RunStore
 from tasks.schedule import ROLES
@@ -43,14 +43,6 @@ def _optimizer_file(folder: Path, role: str) -> Path:
 
 
 # -- resume state checks (files only, no model: the CLI runs them before Prefect starts) ------
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
 
 def _state_files(folder: Path) -> list[str]:
     """Every file of a state folder but its manifest, as relative posix paths."""
@@ -204,7 +196,7 @@ def verify_state_files(folder: Path, roles: list[str] | tuple[str, ...], *, gae:
         path, entry = folder / rel, listed[rel]
         if not path.is_file():
             raise StateFileMissingError(f"{path}: missing (listed in {STATE_MANIFEST})")
-        digest, size = _sha256_file(path), path.stat().st_size
+        digest, size = sha256_file(path), path.stat().st_size
         if digest == entry.get("sha256"):
             continue
         detail = (f"sha256 expected {str(entry.get('sha256'))[:16]}, found {digest[:16]}; "

@@ -7,7 +7,7 @@
 the structural checks (fields missing, null or of the wrong type, reference does not compile or
 does not define the entry point, baseline tests not runnable) and, unless ``--no-exec``, each
 reference run against its own baseline tests in the sandbox. Tests whose only defect is a
-recorded-value format are repaired and shown as such (``problems.vet`` lists the rules;
+recorded-value format are repaired and shown as such (``problems.repairs`` lists the rules;
 ``--no-repair`` reports them as issues). Exit status 0 when every problem is usable (repaired
 ones included), 1 when any is not, 2 when the source cannot be read (the message names the
 file, and for a file that is not UTF-8 the byte offset).
@@ -17,21 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 
 from problems.loaders import load_problem_set, select
 from problems.model import ProblemLoadError
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-    return value
+from problems.report import by_count
+from sandbox.cli import positive_seconds
 
 
 def _at_least_one(text: str) -> int:
@@ -60,10 +51,8 @@ def _validate(args: argparse.Namespace) -> int:
             print(f"{report.source}: {repair}")
     c = report.counts()
     repaired = (f"; {c['repaired']} of the ok repaired ({c['repaired_tests']} test(s): "
-                + ", ".join(f"{k} {v}" for k, v in c["repaired_by"].items()) + ")"
-                if c["repaired"] else "")
-    by_kind = (" [" + ", ".join(f"{k} {v}" for k, v in c["skipped_by"].items()) + "]"
-               if c["skipped"] else "")
+                f"{by_count(c['repaired_by'])})" if c["repaired"] else "")
+    by_kind = f" [{by_count(c['skipped_by'])}]" if c["skipped"] else ""
     checked = "" if report.executed else "; references not run (--no-exec)"
     print(f"{args.source}: {c['total']} problem(s), {c['valid']} ok, {c['skipped']} with "
           f"issues ({len(issues)} issue(s)){by_kind}{repaired}{checked}", file=sys.stderr)
@@ -88,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="structural checks only (do not run references in the sandbox)")
     v.add_argument("--no-repair", action="store_true",
                    help="report recorded-format defects as issues instead of repairing them")
-    v.add_argument("--timeout", type=_positive, default=5.0, help="seconds per baseline test")
+    v.add_argument("--timeout", type=positive_seconds, default=5.0,
+                   help="seconds per baseline test")
     v.add_argument("--json", action="store_true", help="print the whole report as JSON")
     v.set_defaults(run=_validate)
     ls = sub.add_parser("list", help="list the problems that load")

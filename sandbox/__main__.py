@@ -13,11 +13,11 @@ from __future__ import annotations
 import argparse
 import ast
 import json
-import math
 import sys
 from pathlib import Path
 
 from sandbox.api import execute
+from sandbox.cli import positive_seconds
 
 
 def split_test_file(text: str) -> list[str]:
@@ -91,16 +91,6 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if result.all_passed else 1
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0, got {text}")
-    return value
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sandbox", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -109,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--code", required=True, help="Python file with the code under test")
     run.add_argument("--tests", required=True, help="Python file of tests, or JSON list")
     run.add_argument("--json", action="store_true", help="print the result as JSON")
-    run.add_argument("--timeout", type=_seconds, default=2.0, help="seconds per test (> 0)")
+    run.add_argument("--timeout", type=positive_seconds, default=2.0, help="seconds per test (> 0)")
     run.add_argument("--isolation", default="auto", choices=("auto", "bwrap", "process"))
     run.set_defaults(run=_run)
     args = parser.parse_args(argv)

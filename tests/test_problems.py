@@ -8,26 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from problem_support import GOOD, REPO, write
 
 from problems import Problem, ProblemLoadError, load_problem_set, load_problems, select
-
-REPO = Path(__file__).resolve().parent.parent
-
-GOOD = {
-    "id": "add",
-    "description": "Add two integers.",
-    "function_signature": "def add(a: int, b: int) -> int:",
-    "baseline_tests": ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"],
-    "reference_solution": "def add(a, b):\n    return a + b\n",
-    "difficulty": "easy",
-    "tags": ["math"],
-}
-
-
-def write(tmp_path: Path, name: str, data) -> Path:
-    path = tmp_path / name
-    path.write_text(json.dumps(data))
-    return path
 
 
 def run_ns(problem: Problem, code: str) -> dict:

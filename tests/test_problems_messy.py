@@ -12,28 +12,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from problem_support import GOOD, REPO, write
 
 from problems import ProblemLoadError, load_problem_set, load_problems
 from problems.__main__ import main as problems_main
 from problems.vet import REPAIRS, RUN_RECORD, load_for_run, vet
-
-REPO = Path(__file__).resolve().parent.parent
-
-GOOD = {
-    "id": "add",
-    "description": "Add two integers.",
-    "function_signature": "def add(a: int, b: int) -> int:",
-    "baseline_tests": ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"],
-    "reference_solution": "def add(a, b):\n    return a + b\n",
-    "difficulty": "easy",
-    "tags": ["math"],
-}
-
-
-def write(tmp_path: Path, name: str, data) -> Path:
-    path = tmp_path / name
-    path.write_text(json.dumps(data))
-    return path
 
 
 def leetcode(pid: str, signature: str, reference: str, tests: list) -> dict:

@@ -26,12 +26,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from configs.names import ROLES
+
 PARTITION_FIELDS = (pa.field("run_id", pa.string(), nullable=False),
                     pa.field("step", pa.int64(), nullable=False))
 META_TABLE = b"artifacts.table"
 META_VERSION = b"artifacts.schema_version"
-
-ROLES = ("generator", "discriminator")
 
 
 def _f(name: str, type_: pa.DataType, nullable: bool = False) -> pa.Field:

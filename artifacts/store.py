@@ -29,7 +29,6 @@ filters=[("step", "=", 3)])`` (files of incomplete steps are included there).
 from __future__ import annotations
 
 import json
-import operator
 import os
 import re
 import time
@@ -52,32 +51,22 @@ from artifacts.convert import (
     to_arrow,
 )
 from artifacts.fsutil import atomic_write, resolve_root, sha256_bytes
+from artifacts.manifests import (  # noqa: F401 - re-exported: callers import them from here
+    MANIFEST_FORMAT,
+    PART_RE,
+    CorruptArtifactError,
+    ManifestCorrupt,
+    StepCompleteError,
+    check_step,
+    entry_problem,
+    manifest_problem,
+    manifest_relpath,
+    parse_manifest,
+    part_relpath,
+    salvage_entries,
+)
 from artifacts.schemas import get_schema
-
-MANIFEST_FORMAT = "artifacts.manifest/1"
-_PART_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")  # no "/" or "=" (hive keys)
-
-
-class CorruptArtifactError(ArtifactError):
-    """A stored file is unreadable, truncated, or differs from its manifest (names the file)."""
-
-
-class StepCompleteError(ArtifactError):
-    """The step already has a manifest; its files are frozen."""
-
-
-class ManifestCorrupt(CorruptArtifactError):
-    """A step's manifest exists but cannot be read, is not JSON, or does not validate (format,
-    keys, types, run id, step, file entries). The manifest is written last, so the step had been
-    completed: it is never to be read as incomplete (and redone). ``uri`` names the file,
-    ``reason`` says what is wrong."""
-
-    def __init__(self, uri: str, step: int, reason: str) -> None:
-        super().__init__(f"{uri}: corrupt manifest of step {step} ({reason})")
-        self.uri, self.step, self.reason = uri, step, reason
-
-    def __reduce__(self) -> tuple[Any, ...]:  # picklable across Prefect task boundaries
-        return (type(self), (self.uri, self.step, self.reason))
+from artifacts.steps import StepUpkeep
 
 
 @dataclass(frozen=True)
@@ -97,11 +86,11 @@ class Pointer:
     @property
     def relpath(self) -> str:
         """Path below the run folder (as listed in manifests)."""
-        return f"table={self.table}/step={self.step:06d}/part-{self.part}.parquet"
+        return part_relpath(self.table, self.step, self.part)
 
     @property
     def path(self) -> str:
-        return f"{self.root.rstrip('/')}/run_id={self.run_id}/{self.relpath}"
+        return RunStore(self.root, self.run_id).uri_of(self.relpath)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -111,11 +100,11 @@ class Pointer:
         return cls(**d)
 
 
-class RunStore:
+class RunStore(StepUpkeep):
     """Parquet artifacts of one run; cheap to construct and to pickle (Prefect tasks)."""
 
     def __init__(self, root: str, run_id: str) -> None:
-        if not run_id or not _PART_RE.match(run_id):
+        if not run_id or not PART_RE.match(run_id):
             raise ValueError(f"run_id={run_id!r}: use letters, digits, '_', '.', '-'")
         root = str(root)
         # Local roots become absolute so pointers stay valid in a task with another cwd.
@@ -143,11 +132,30 @@ class RunStore:
 
     def _uri(self, path: str) -> str:
         """A user-facing name for an fs path (errors name files the way the user wrote root)."""
-        rel = path[len(self.run_dir):].lstrip("/")
-        return f"{self.root.rstrip('/')}/run_id={self.run_id}/{rel}"
+        return self.uri_of(path[len(self.run_dir):].lstrip("/"))
 
     def _manifest_path(self, step: int) -> str:
-        return f"{self.run_dir}/_manifests/step={step:06d}.json"
+        return f"{self.run_dir}/{manifest_relpath(step)}"
+
+    def manifest_uri(self, step: int) -> str:
+        """Where the step's manifest is (or would be), as the user wrote the root."""
+        return self._uri(self._manifest_path(step))
+
+    def part_relpath(self, table: str, step: int, part: str) -> str:
+        """A part file's path below the run folder, as manifests list it."""
+        return part_relpath(table, step, part)
+
+    def uri_of(self, relpath: str) -> str:
+        """A path below the run folder as a URI, the way the user wrote the root."""
+        return f"{self.root.rstrip('/')}/run_id={self.run_id}/{relpath}"
+
+    def part_uri(self, table: str, step: int, part: str) -> str:
+        """Where a part file is (or would be), as the user wrote the root."""
+        return self.uri_of(part_relpath(table, step, part))
+
+    def has_part(self, table: str, step: int, part: str) -> bool:
+        path = f"{self.run_dir}/{part_relpath(table, step, part)}"
+        return self.fs.get_file_info(path).type == pafs.FileType.File
 
     # -- low-level I/O -------------------------------------------------------------------------
     def _write_atomic(self, path: str, data: bytes) -> None:
@@ -174,8 +182,8 @@ class RunStore:
         ``StepCompleteError``. A ``SchemaError`` leaves everything on disk as it was.
         """
         schema = get_schema(table)
-        step = _check_step(step)
-        if not _PART_RE.match(part):
+        step = check_step(step)
+        if not PART_RE.match(part):
             raise ValueError(f"part={part!r}: use letters, digits, '_', '.', '-' (e.g. stage-3)")
         if self.is_complete(step):
             raise StepCompleteError(f"{self._uri(self._manifest_path(step))}: step {step} is "
@@ -195,7 +203,7 @@ class RunStore:
         With ``pointers`` the manifest lists exactly those (each re-hashed on disk) and any other
         file in the step is an error; without, it lists every file present.
         """
-        step = _check_step(step)
+        step = check_step(step)
         present = {p: None for p in self._part_paths(step)}
         if pointers is None:
             entries = [self._entry_from_disk(path) for path in present]
@@ -234,7 +242,7 @@ class RunStore:
     def write_json(self, name: str, data: Any) -> str:
         """A small JSON document of the run, ``_run/<name>`` (its config, replay reports), written
         atomically and replaced on the next write; not part of any step. Returns its URI."""
-        if not _PART_RE.match(name):
+        if not PART_RE.match(name):
             raise ValueError(f"name={name!r}: use letters, digits, '_', '.', '-'")
         path = f"{self.run_dir}/_run/{name}"
         self._write_atomic(path, json.dumps(data, indent=1, sort_keys=True).encode())
@@ -257,7 +265,7 @@ class RunStore:
         A manifest file that exists but cannot be read, is not JSON or does not validate
         (``format``, ``run_id``, ``step``, ``files`` and each file entry) raises
         ``ManifestCorrupt`` naming the file and what is wrong: the step had been completed."""
-        step = _check_step(step)
+        step = check_step(step)
         path = self._manifest_path(step)
         info = self.fs.get_file_info(path)
         if info.type == pafs.FileType.NotFound:
@@ -270,59 +278,7 @@ class RunStore:
                 raw = f.read()
         except OSError as exc:
             raise ManifestCorrupt(uri, step, f"cannot be read: {exc}") from None
-        try:
-            data = json.loads(raw)
-        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
-            raise ManifestCorrupt(uri, step, f"not valid JSON ({len(raw)} bytes): {exc}") \
-                from None
-        problem = _manifest_problem(data, self.run_id, step)
-        if problem:
-            raise ManifestCorrupt(uri, step, problem)
-        return data
-
-    def corrupt_manifests(self) -> list[ManifestCorrupt]:
-        """Every step whose manifest exists but is corrupt, oldest first (empty when none)."""
-        out = []
-        for s in self.list_steps():
-            try:
-                self.manifest(s)
-            except ManifestCorrupt as exc:
-                out.append(exc)
-        return out
-
-    def salvage_manifest(self, step: int) -> list[dict[str, Any]]:
-        """The file entries still whole in a step's (corrupt) manifest: every ``{...}`` object in
-        its text that is a valid entry for this step (a truncated manifest keeps those before
-        the cut). Empty when there is no manifest or nothing can be salvaged. Read-only."""
-        step = _check_step(step)
-        path = self._manifest_path(step)
-        if self.fs.get_file_info(path).type != pafs.FileType.File:
-            return []
-        try:
-            with self.fs.open_input_stream(path) as f:
-                text = f.read().decode("utf-8", errors="replace")
-        except OSError:
-            return []
-        out = []
-        for m in re.finditer(r"\{[^{}]*\}", text):
-            try:
-                entry = json.loads(m.group(0))
-            except ValueError:
-                continue
-            if _entry_problem(entry, step) is None:
-                out.append(entry)
-        return out
-
-    def step_files(self, step: int) -> list[str]:
-        """Every part file of ``step`` on disk, as paths below the run folder (as manifests list
-        them), whatever the manifest says."""
-        return [p[len(self.run_dir) + 1:] for p in self._part_paths(_check_step(step))]
-
-    def file_entry(self, relpath: str) -> dict[str, Any]:
-        """The manifest entry a file below the run folder would get (rows, sha256, bytes),
-        after reading it whole and checking it against its table's schema; raises
-        ``CorruptArtifactError`` naming it when it cannot be read or parsed."""
-        return self._entry_from_disk(f"{self.run_dir}/{relpath}")
+        return parse_manifest(raw, uri, self.run_id, step)
 
     def is_complete(self, step: int) -> bool:
         return self.manifest(step) is not None
@@ -350,28 +306,6 @@ class RunStore:
         done = self.complete_steps()
         return done[-1] if done else None
 
-    def verify_step(self, step: int) -> None:
-        """Re-hash every file of a complete step; raises naming the first bad file."""
-        manifest = self.manifest(step)
-        if manifest is None:
-            raise ArtifactError(f"{self._uri(self._manifest_path(step))}: step {step} is "
-                                "incomplete (no manifest)")
-        for entry in manifest["files"]:
-            self._verified_bytes(f"{self.run_dir}/{entry['path']}", entry)
-
-    def stray_temp_files(self) -> list[str]:
-        """Temp files of writers that were killed (harmless; ``remove_stray_temp_files``)."""
-        return [i.path for i in self._listing()
-                if i.type == pafs.FileType.File and ".tmp-" in i.base_name
-                and i.base_name.startswith(".")]
-
-    def remove_stray_temp_files(self) -> list[str]:
-        """Delete temp files left by killed writers; call only while no writer runs."""
-        stray = self.stray_temp_files()
-        for path in stray:
-            self.fs.delete_file(path)
-        return [self._uri(p) for p in stray]
-
     # -- reading -------------------------------------------------------------------------------
     def _part_paths(self, step: int, table: str | None = None) -> list[str]:
         tables = [table] if table else [i.base_name.removeprefix("table=")
@@ -394,7 +328,7 @@ class RunStore:
     def list_parts(self, table: str, step: int) -> list[str]:
         get_schema(table)
         return [p.rsplit("/", 1)[1][len("part-"):-len(".parquet")]
-                for p in self._part_paths(_check_step(step), table)]
+                for p in self._part_paths(check_step(step), table)]
 
     def _verified_bytes(self, path: str, entry: dict[str, Any] | None) -> bytes:
         if entry is not None and self.fs.get_file_info(path).type != pafs.FileType.File:
@@ -431,7 +365,7 @@ class RunStore:
         if step is None:
             steps = self.list_steps() if include_incomplete else self.complete_steps()
         else:
-            steps = [_check_step(step)]
+            steps = [check_step(step)]
         pieces = []
         for s in steps:
             manifest = self.manifest(s)
@@ -487,66 +421,3 @@ def list_runs(root: str) -> list[str]:
     return sorted(i.base_name.removeprefix("run_id=")
                   for i in fs.get_file_info(pafs.FileSelector(base))
                   if i.type == pafs.FileType.Directory and i.base_name.startswith("run_id="))
-
-
-_MANIFEST_KEYS = {"format": str, "run_id": str, "step": int, "files": list}
-_ENTRY_KEYS = {"path": str, "table": str, "rows": int, "sha256": str, "bytes": int}
-
-
-def _entry_problem(entry: Any, step: int) -> str | None:
-    """What is wrong with one file entry of a step's manifest, or None."""
-    if not isinstance(entry, dict):
-        return f"a file entry is {type(entry).__name__}, not an object"
-    for key, kind in _ENTRY_KEYS.items():
-        value = entry.get(key)
-        if key not in entry:
-            return f"a file entry has no {key!r}"
-        if not isinstance(value, kind) or isinstance(value, bool):
-            return f"file entry {entry.get('path')!r}: {key!r} is {type(value).__name__}"
-    if not re.fullmatch(r"[0-9a-f]{64}", entry["sha256"]):
-        return f"file entry {entry['path']!r}: 'sha256' is not 64 hex digits"
-    m = re.fullmatch(r"table=([^/]+)/step=(\d{6})/part-([^/]+)\.parquet", entry["path"])
-    if not m or m.group(1) != entry["table"] or int(m.group(2)) != step \
-            or not _PART_RE.match(m.group(3)):
-        return (f"file entry {entry['path']!r}: not a part of table {entry['table']!r} "
-                f"in step {step}")
-    if entry["rows"] < 0 or entry["bytes"] < 0:
-        return f"file entry {entry['path']!r}: negative rows or bytes"
-    return None
-
-
-def _manifest_problem(data: Any, run_id: str, step: int) -> str | None:
-    """What is wrong with a parsed manifest of ``run_id``'s ``step``, or None."""
-    if not isinstance(data, dict):
-        return f"a JSON {type(data).__name__}, not an object"
-    missing = [k for k in _MANIFEST_KEYS if k not in data]
-    if missing:
-        return f"missing key(s) {', '.join(map(repr, missing))}"
-    if data["format"] != MANIFEST_FORMAT:
-        return f"format {data['format']!r}, expected {MANIFEST_FORMAT!r}"
-    for key, kind in _MANIFEST_KEYS.items():
-        if not isinstance(data[key], kind) or isinstance(data[key], bool):
-            return f"{key!r} is {type(data[key]).__name__}, expected {kind.__name__}"
-    if data["run_id"] != run_id:
-        return f"it is for run {data['run_id']!r}, not {run_id!r}"
-    if data["step"] != step:
-        return f"it is for step {data['step']}, not {step}"
-    paths = set()
-    for entry in data["files"]:
-        problem = _entry_problem(entry, step)
-        if problem:
-            return problem
-        if entry["path"] in paths:
-            return f"file entry {entry['path']!r} listed twice"
-        paths.add(entry["path"])
-    return None
-
-
-def _check_step(step: int) -> int:
-    try:
-        value = operator.index(step)  # ints and numpy integers, not floats or bools
-    except TypeError:
-        value = -1
-    if isinstance(step, bool) or not 0 <= value < 1_000_000:
-        raise ValueError(f"step={step!r}: expected an integer in [0, 999999]")
-    return value

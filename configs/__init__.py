@@ -1,13 +1,22 @@
-"""Typed run configuration: dataclasses in ``schema``, YAML loading in ``loader``.
+"""Typed run configuration: ``TrainConfig`` in ``schema`` (its sections in ``sections``), YAML
+loading and ``--set key=value`` overrides in ``loader``, the shared stage and role names in
+``names``.
 
-    from configs import load_config
+    from configs import apply_overrides, load_config
     cfg = load_config("configs/tiny.yaml", ["ppo.learning_rate=1e-4"])
+    data = apply_overrides(stored_config_dict, ["ppo.epochs=2"])  # checked like load_config
 """
 
 from configs.errors import ConfigError
-from configs.loader import config_hash, config_to_dict, flatten, load_config, parse_override
+from configs.loader import (
+    apply_overrides,
+    config_hash,
+    config_to_dict,
+    flatten,
+    load_config,
+    parse_override,
+)
 from configs.schema import (
-    STAGE_IDS,
     ArtifactsConfig,
     LoraConfig,
     ModelConfig,
@@ -23,8 +32,8 @@ from configs.schema import (
 )
 
 __all__ = [
-    "STAGE_IDS", "ArtifactsConfig", "ConfigError", "LoraConfig", "ModelConfig", "PPOConfig",
-    "ProblemsConfig", "RewardConfig", "SamplingConfig", "SandboxConfig", "ScheduleConfig",
-    "TrackingConfig", "TrainConfig", "WarmStartConfig", "config_hash", "config_to_dict",
+    "ArtifactsConfig", "ConfigError", "LoraConfig", "ModelConfig", "PPOConfig", "ProblemsConfig",
+    "RewardConfig", "SamplingConfig", "SandboxConfig", "ScheduleConfig", "TrackingConfig",
+    "TrainConfig", "WarmStartConfig", "apply_overrides", "config_hash", "config_to_dict",
     "flatten", "load_config", "parse_override",
 ]

@@ -16,6 +16,7 @@ import hashlib
 import json
 import types
 import typing
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -149,14 +150,36 @@ def config_from_dict(data: dict[str, Any]) -> TrainConfig:
     return _build(TrainConfig, data, "")
 
 
-def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()
-                ) -> TrainConfig:
-    """Defaults, then the YAML file at ``path`` (if any), then each ``key=value`` override."""
-    data: dict[str, Any] = read_yaml(path) if path is not None else {}
+def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
+    """``data`` (a plain config dict: a YAML file's, or a stored run's ``config_to_dict``) with
+    each ``key=value`` override (the ``--set`` syntax, value read as YAML) merged in, in order.
+
+    The result is checked as a whole against ``TrainConfig``, the check ``load_config`` makes
+    (it goes through this function): an unknown key, a value of the wrong type or out of range
+    raises ``ConfigError`` naming the dotted key. ``data`` itself is left unchanged, and values
+    stay as YAML read them (``config_from_dict`` converts them to the fields' types).
+
+    >>> apply_overrides({"ppo": {"epochs": 2}}, ["ppo.learning_rate=0.001", "name=x"])
+    {'ppo': {'epochs': 2, 'learning_rate': 0.001}, 'name': 'x'}
+    >>> apply_overrides({}, ["ppo.lr=1e-4"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    configs.errors.ConfigError: unknown key ppo.lr; PPOConfig has: advantage, clip_epsilon, ...
+    """
+    if isinstance(overrides, str):  # one "key=value" would otherwise be read letter by letter
+        raise TypeError("overrides: expected a list of 'key=value' strings, got one string")
+    merged = dict(data)
     for item in overrides:
-        data = _deep_merge(data, parse_override(item), TrainConfig)
+        merged = _deep_merge(merged, parse_override(item), TrainConfig)
+    config_from_dict(merged)
+    return merged
+
+
+def load_config(path: str | Path | None, overrides: Iterable[str] = ()) -> TrainConfig:
+    """Defaults, then the YAML file at ``path`` (if any), then each ``key=value`` override
+    (:func:`apply_overrides`); errors name ``path`` first."""
+    data: dict[str, Any] = read_yaml(path) if path is not None else {}
     try:
-        return config_from_dict(data)
+        return config_from_dict(apply_overrides(data, overrides))
     except ConfigError as exc:
         where = f"{path}: " if path is not None else ""
         raise ConfigError(f"{where}{exc}") from None

@@ -1,9 +1,8 @@
-"""Configuration dataclasses: one frozen, documented dataclass per concern.
+"""``TrainConfig``, the whole run configuration, and whether a training config can learn.
 
-Every field has a default that works on a CPU machine with the tiny local model; the YAML files
-in this folder override them per scenario. Validation happens in ``__post_init__`` and names the
-offending key and value, so a typo in a YAML file or a ``--set`` override fails at start-up, not
-an hour into a run.
+The sections it is made of (``ModelConfig``, ``PPOConfig``, ...) live in ``configs.sections``
+and are importable from here and from ``configs`` too; loading YAML and ``--set`` overrides into
+it is ``configs.loader``.
 """
 
 from __future__ import annotations
@@ -11,342 +10,28 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from configs.errors import ConfigError
+from configs.sections import (
+    DISCRIMINATOR_REWARDS,
+    GENERATOR_REWARDS,
+    ArtifactsConfig,
+    LoraConfig,
+    ModelConfig,
+    PPOConfig,
+    ProblemsConfig,
+    RewardConfig,
+    SamplingConfig,
+    SandboxConfig,
+    ScheduleConfig,
+    TrackingConfig,
+    WarmStartConfig,
+)
 
-STAGE_IDS = (1, 2, 3, 4, 5)
-
-
-def _check(ok: bool, key: str, value: object, why: str) -> None:
-    if not ok:
-        raise ConfigError(f"{key}={value!r}: {why}")
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """Which causal LMs play the two roles and how they are loaded."""
-
-    generator: str = ".cache/tiny-qwen2"
-    """Local path or hub id of the generator's base model (loaded with ``from_pretrained``)."""
-    discriminator: str | None = None
-    """Base model of the discriminator; ``None`` means the same as ``generator``."""
-    layout: str = "shared"
-    """``shared``: one base model with two named LoRA adapters (half the memory);
-    ``separate``: two base models, one adapter each."""
-    dtype: str = "float32"
-    """Weights dtype: ``float32``, ``bfloat16`` or ``float16``."""
-    device: str = "cpu"
-    """``cpu``, ``cuda`` or ``auto`` (cuda when available)."""
-    load_in_4bit: bool = False
-    """NF4 quantisation through bitsandbytes; CUDA only."""
-    gradient_checkpointing: bool = False
-    """Trade compute for activation memory during PPO backward passes."""
-    max_context_tokens: int = 2048
-    """Longest prompt fed to a model; older stages are dropped first when exceeded."""
-    tiny: bool = False
-    """Build the tiny offline model at ``generator`` when the folder is missing."""
-    trust_remote_code: bool = False
-    """Passed to ``from_pretrained`` for hub models with custom code."""
-    cpu_threads: int | None = None
-    """``torch.set_num_threads`` for the run; ``None`` keeps torch's default. Tiny models on a
-    small shared CPU run ~10x faster with 1 (thread hand-offs cost more than the maths)."""
-
-    def __post_init__(self) -> None:
-        _check(bool(self.generator), "model.generator", self.generator, "must name a model")
-        _check(self.layout in ("shared", "separate"), "model.layout", self.layout,
-               "must be 'shared' or 'separate'")
-        _check(self.dtype in ("float32", "bfloat16", "float16"), "model.dtype", self.dtype,
-               "must be float32, bfloat16 or float16")
-        _check(self.device in ("cpu", "cuda", "auto"), "model.device", self.device,
-               "must be cpu, cuda or auto")
-        _check(self.cpu_threads is None or self.cpu_threads >= 1, "model.cpu_threads",
-               self.cpu_threads, "must be >= 1 or null")
-        _check(self.max_context_tokens >= 64, "model.max_context_tokens",
-               self.max_context_tokens, "must be at least 64")
-        _check(not (self.layout == "shared" and self.discriminator not in (None, self.generator)),
-               "model.discriminator", self.discriminator,
-               "the shared layout uses one base model; set model.layout=separate")
-
-    @property
-    def discriminator_base(self) -> str:
-        return self.discriminator or self.generator
-
-
-@dataclass(frozen=True)
-class LoraConfig:
-    """LoRA adapters trained by PPO (the base weights stay frozen)."""
-
-    r: int = 8
-    """Adapter rank."""
-    alpha: int = 16
-    """Scaling numerator (effective scale ``alpha / r``)."""
-    dropout: float = 0.0
-    """Dropout on the adapter input; 0 keeps log-probs deterministic for PPO ratios."""
-    target_modules: tuple[str, ...] | None = None
-    """Module names to adapt; ``None`` picks attention and MLP projections per architecture."""
-
-    def __post_init__(self) -> None:
-        _check(self.r >= 1, "lora.r", self.r, "must be >= 1")
-        _check(self.alpha >= 1, "lora.alpha", self.alpha, "must be >= 1")
-        _check(0.0 <= self.dropout < 1.0, "lora.dropout", self.dropout, "must be in [0, 1)")
-
-
-@dataclass(frozen=True)
-class SamplingConfig:
-    """How both roles sample text."""
-
-    max_new_tokens: int = 512
-    """Tokens generated per stage output (the seed's default)."""
-    temperature: float = 0.7
-    """Softmax temperature; must be > 0 (PPO needs a stochastic policy)."""
-    top_p: float = 1.0
-    """Nucleus sampling mass; 1.0 samples from the full distribution, as PPO's maths assumes."""
-    samples_per_problem: int = 4
-    """Chains sampled per problem and step (the group for group-relative advantages)."""
-    batch_size: int = 8
-    """Sequences per ``generate`` call; larger batches are faster until memory runs out."""
-    seed: int = 0
-    """Base seed; each step and stage derives its own from it, so runs are reproducible."""
-
-    def __post_init__(self) -> None:
-        _check(self.max_new_tokens >= 1, "sampling.max_new_tokens", self.max_new_tokens,
-               "must be >= 1")
-        _check(self.temperature > 0, "sampling.temperature", self.temperature, "must be > 0")
-        _check(0 < self.top_p <= 1, "sampling.top_p", self.top_p, "must be in (0, 1]")
-        _check(self.samples_per_problem >= 1, "sampling.samples_per_problem",
-               self.samples_per_problem, "must be >= 1")
-        _check(self.batch_size >= 1, "sampling.batch_size", self.batch_size, "must be >= 1")
-
-
-@dataclass(frozen=True)
-class SandboxConfig:
-    """Limits for running untrusted generated code (see ``sandbox`` for what they protect)."""
-
-    timeout_s: float = 2.0
-    """Wall-clock limit per test."""
-    memory_mb: int = 512
-    """Address-space limit of the jailed process."""
-    workers: int | None = None
-    """Parallel jailed workers; ``None`` means one per CPU core."""
-    isolation: str = "auto"
-    """``auto`` (bubblewrap when it works, else process limits), ``bwrap`` (required) or
-    ``process`` (rlimits and a scrubbed environment only)."""
-    max_output_bytes: int = 65536
-    """Captured stdout/stderr per job; the rest is discarded."""
-
-    def __post_init__(self) -> None:
-        _check(self.timeout_s > 0, "sandbox.timeout_s", self.timeout_s, "must be > 0")
-        _check(self.memory_mb >= 64, "sandbox.memory_mb", self.memory_mb, "must be >= 64")
-        _check(self.workers is None or self.workers >= 1, "sandbox.workers", self.workers,
-               "must be >= 1 or null")
-        _check(self.isolation in ("auto", "bwrap", "process"), "sandbox.isolation",
-               self.isolation, "must be auto, bwrap or process")
-        _check(self.max_output_bytes >= 1024, "sandbox.max_output_bytes",
-               self.max_output_bytes, "must be >= 1024")
-
-
-GENERATOR_REWARDS = ("pass_rate", "shifted_pass_rate")
-DISCRIMINATOR_REWARDS = ("adversarial_validity", "valid_invalid_bugcatch", "mutation_kill")
-
-
-@dataclass(frozen=True)
-class RewardConfig:
-    """Which reward functions score each role, and their weights (all from execution only)."""
-
-    generator: dict[str, float] = field(default_factory=lambda: {"pass_rate": 1.0})
-    """Weighted sum of generator rewards: ``pass_rate`` or the seed's ``shifted_pass_rate``."""
-    discriminator: dict[str, float] = field(
-        default_factory=lambda: {"adversarial_validity": 1.0, "mutation_kill": 0.5})
-    """Weighted sum of discriminator rewards: ``adversarial_validity`` (seed:
-    ``(1 - pass_rate) * validity``), ``valid_invalid_bugcatch`` (seed README) and
-    ``mutation_kill`` (share of reference mutants the valid tests kill)."""
-    neutral: float = 0.5
-    """Generator reward when there is no test to judge the code by."""
-    validity_floor: int = 3
-    """Minimum denominator for validity, so two trivial tests do not earn full validity."""
-    mutants_per_problem: int = 6
-    """AST mutants of the reference solution used for the mutation-kill term."""
-
-    def __post_init__(self) -> None:
-        for name, weight in self.generator.items():
-            _check(name in GENERATOR_REWARDS, f"rewards.generator.{name}", weight,
-                   f"unknown reward; choose from {', '.join(GENERATOR_REWARDS)}")
-        for name, weight in self.discriminator.items():
-            _check(name in DISCRIMINATOR_REWARDS, f"rewards.discriminator.{name}", weight,
-                   f"unknown reward; choose from {', '.join(DISCRIMINATOR_REWARDS)}")
-        _check(bool(self.generator), "rewards.generator", self.generator, "needs one reward")
-        _check(bool(self.discriminator), "rewards.discriminator", self.discriminator,
-               "needs one reward")
-        _check(self.validity_floor >= 1, "rewards.validity_floor", self.validity_floor,
-               "must be >= 1")
-        _check(self.mutants_per_problem >= 0, "rewards.mutants_per_problem",
-               self.mutants_per_problem, "must be >= 0")
-
-
-@dataclass(frozen=True)
-class PPOConfig:
-    """Proximal policy optimisation of the LoRA adapters."""
-
-    learning_rate: float = 1e-5
-    """AdamW learning rate (the seed's default); 0 makes a control run."""
-    clip_epsilon: float = 0.2
-    """Clip range of the probability ratio in the surrogate objective."""
-    kl_coef: float = 0.05
-    """Weight of the k3 KL penalty to the reference policy (adapters disabled)."""
-    epochs: int = 1
-    """Passes over one step's rollouts."""
-    mini_batch_size: int = 0
-    """Sequences per optimizer step; 0 = the whole step's batch (one step per epoch). Smaller
-    mini-batches take several clipped steps per rollout, which is what PPO's clip is for."""
-    micro_batch_size: int = 4
-    """Sequences per forward/backward; gradients accumulate over a mini-batch."""
-    max_grad_norm: float = 1.0
-    """Gradient clipping threshold."""
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
-    advantage: str = "group"
-    """``group``: reward minus the mean over a problem's samples (scaled by their std);
-    ``gae``: generalised advantage estimation with a value head per role (a linear layer on the
-    final hidden states, trained with the adapter and saved inside its folder as
-    ``value_head.safetensors``)."""
-    gamma: float = 1.0
-    """Discount for GAE."""
-    lam: float = 0.95
-    """GAE lambda."""
-    value_coef: float = 0.1
-    """Weight of the value loss (GAE only)."""
-
-    def __post_init__(self) -> None:
-        _check(self.learning_rate >= 0, "ppo.learning_rate", self.learning_rate, "must be >= 0")
-        _check(0 < self.clip_epsilon < 1, "ppo.clip_epsilon", self.clip_epsilon,
-               "must be in (0, 1)")
-        _check(self.kl_coef >= 0, "ppo.kl_coef", self.kl_coef, "must be >= 0")
-        _check(self.epochs >= 1, "ppo.epochs", self.epochs, "must be >= 1")
-        _check(self.mini_batch_size >= 0, "ppo.mini_batch_size", self.mini_batch_size,
-               "must be >= 0 (0 = the whole batch)")
-        _check(self.micro_batch_size >= 1, "ppo.micro_batch_size", self.micro_batch_size,
-               "must be >= 1")
-        _check(self.max_grad_norm > 0, "ppo.max_grad_norm", self.max_grad_norm, "must be > 0")
-        _check(self.advantage in ("group", "gae"), "ppo.advantage", self.advantage,
-               "must be 'group' or 'gae'")
-        _check(0 <= self.gamma <= 1, "ppo.gamma", self.gamma, "must be in [0, 1]")
-        _check(0 <= self.lam <= 1, "ppo.lam", self.lam, "must be in [0, 1]")
-
-
-@dataclass(frozen=True)
-class ScheduleConfig:
-    """The N + N + K pattern, stage by stage."""
-
-    n_discriminator_steps: int = 10
-    """Discriminator steps per stage (generator frozen)."""
-    n_generator_steps: int = 10
-    """Generator steps per stage (discriminator frozen)."""
-    k_alternating: int = 2
-    """Alternating steps per stage, generator first."""
-    stages: tuple[int, ...] = STAGE_IDS
-    """Training stages, in order."""
-    problems_per_step: int = 4
-    """Problems drawn per step (cycling through the problem set)."""
-
-    def __post_init__(self) -> None:
-        for key in ("n_discriminator_steps", "n_generator_steps", "k_alternating"):
-            value = getattr(self, key)
-            _check(value >= 0, f"schedule.{key}", value, "must be >= 0")
-        _check(bool(self.stages) and all(s in STAGE_IDS for s in self.stages),
-               "schedule.stages", self.stages, "must be stage ids from 1 to 5")
-        _check(list(self.stages) == sorted(set(self.stages)), "schedule.stages", self.stages,
-               "must be increasing without repeats (stages train in order)")
-        _check(self.problems_per_step >= 1, "schedule.problems_per_step",
-               self.problems_per_step, "must be >= 1")
-
-
-@dataclass(frozen=True)
-class ProblemsConfig:
-    """Which problems the run trains on."""
-
-    source: str = "demo"
-    """``demo``, ``humaneval``, or a path to a JSON, JSONL or Parquet problem file."""
-    ids: tuple[str, ...] | None = None
-    """Keep only these problem ids (in this order)."""
-    limit: int | None = None
-    """Keep at most this many problems."""
-    curriculum: bool = False
-    """Order problems easy -> medium -> hard."""
-    on_invalid: str = "fail"
-    """What a run does with problems that fail the checks (structure, and each reference run
-    against its own baseline tests; recorded-format defects are repaired, see
-    ``problems.vet``): ``fail`` (refuse to start, listing them) or ``skip`` (train on the valid
-    ones; the skipped ones and their reasons are recorded in the run store's
-    ``_run/problems.json`` and as an MLflow artifact)."""
-
-    def __post_init__(self) -> None:
-        _check(bool(self.source), "problems.source", self.source, "must name a source")
-        _check(self.on_invalid in ("fail", "skip"), "problems.on_invalid", self.on_invalid,
-               "must be fail or skip")
-        _check(self.limit is None or self.limit >= 1, "problems.limit", self.limit,
-               "must be >= 1 or null")
-
-
-@dataclass(frozen=True)
-class WarmStartConfig:
-    """Supervised LoRA warm start so a tiny random model begins with non-zero reward."""
-
-    enabled: bool = False
-    """Real instruct models skip it; ``configs/tiny.yaml`` turns it on."""
-    steps: int = 100
-    """Optimizer steps."""
-    learning_rate: float = 3e-3
-    """AdamW learning rate for the warm start."""
-    batch_size: int = 8
-    """Examples per step."""
-    roles: tuple[str, ...] = ("generator", "discriminator")
-    """Which adapters to warm-start (a generator-only experiment can skip the other)."""
-
-    def __post_init__(self) -> None:
-        _check(self.steps >= 0, "warm_start.steps", self.steps, "must be >= 0")
-        _check(set(self.roles) <= {"generator", "discriminator"}, "warm_start.roles",
-               self.roles, "must name generator and/or discriminator")
-        _check(self.learning_rate > 0, "warm_start.learning_rate", self.learning_rate,
-               "must be > 0")
-        _check(self.batch_size >= 1, "warm_start.batch_size", self.batch_size, "must be >= 1")
-
-
-@dataclass(frozen=True)
-class TrackingConfig:
-    """MLflow: where runs, metrics, checkpoints and registered models live."""
-
-    tracking_uri: str | None = None
-    """``None``: ``$MLFLOW_TRACKING_URI`` or else ``sqlite:///<repo>/mlflow.db``."""
-    experiment: str = "adversarial-reasoning"
-    """Experiment name; registered models are named ``<experiment>-generator`` and
-    ``<experiment>-discriminator`` unless given below."""
-    generator_model_name: str | None = None
-    """Registry name of the generator."""
-    discriminator_model_name: str | None = None
-    """Registry name of the discriminator."""
-    register_models: bool = True
-    """Register a model version per stage checkpoint (aliases ``candidate``/``champion``)."""
-
-    def __post_init__(self) -> None:
-        _check(bool(self.experiment), "tracking.experiment", self.experiment,
-               "must name an experiment")
-
-    @property
-    def generator_registry_name(self) -> str:
-        return self.generator_model_name or f"{self.experiment}-generator"
-
-    @property
-    def discriminator_registry_name(self) -> str:
-        return self.discriminator_model_name or f"{self.experiment}-discriminator"
-
-
-@dataclass(frozen=True)
-class ArtifactsConfig:
-    """The Parquet run store."""
-
-    root: str = "runs"
-    """Local folder or any fsspec/pyarrow URI (``s3://...``, ``memory://...``)."""
-
-    def __post_init__(self) -> None:
-        _check(bool(self.root), "artifacts.root", self.root, "must name a folder or URI")
+__all__ = [
+    "DISCRIMINATOR_REWARDS", "GENERATOR_REWARDS", "ArtifactsConfig", "LoraConfig", "ModelConfig",
+    "PPOConfig", "ProblemsConfig", "RewardConfig", "SamplingConfig", "SandboxConfig",
+    "ScheduleConfig", "TrackingConfig", "TrainConfig", "WarmStartConfig", "check_learnable",
+    "learnability",
+]
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
-"""Prefect flows: ``train`` (the full pipeline); run them from the repository root.
+"""Entry points only: the ``train``, ``replay`` and ``evaluate`` flows and the ``infer``
+command (``python -m flows.<name>``, from the repository root). What they run lives in
+``tasks`` (Prefect tasks) over ``pipeline`` (the Prefect-free core).
 
-The Prefect API a command-line run talks to is ``flows.server``'s: one temporary server per
+The Prefect API a command-line run talks to is ``deployments.server``'s: one temporary server per
 run, started before the flow, waited for as long as it takes, and killed by the kernel when the
 run dies (``PR_SET_PDEATHSIG``), so ``kill -9`` of a run leaves no server behind.
 """
@@ -13,7 +15,7 @@ import os
 # 2-core machine that write has failed with "database is locked" and taken the run with it.
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 # Where Prefect still starts its own temporary server (a flow called from Python, the entry
-# points that do not call ``flows.server.ensure_prefect_api``): its default 20 s wait is less
+# points that do not call ``deployments.server.ensure_prefect_api``): its default 20 s wait is less
 # than a fresh PREFECT_HOME takes to create and migrate its database on a loaded machine
 # (19-34 s measured on 2 busy cores), and the run dies before its first task.
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "600")

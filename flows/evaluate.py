@@ -6,7 +6,7 @@
 ``--model`` is anything ``models.inference.InferenceEngine.load`` takes: a registry alias
 (``NAME@ALIAS``), ``models:/NAME/VERSION``, a ``runs:/`` or local checkpoint, an adapter folder,
 a local model path or hub id (default: the config's base model, i.e. before training). The
-metrics are defined in ``models/evaluation.py``. Results go to the run store (table
+metrics are defined in ``pipeline/evaluation.py``. Results go to the run store (table
 ``evaluations``, step 0 of run ``eval-<config>-<time>``), to an MLflow run in the config's
 experiment (``eval/pass_at_1``, ``eval/direct_pass_at_1``, ``eval/test_validity``, ...; MLflow
 does not allow ``@`` in metric names), to a Prefect table artifact, and a summary table is
@@ -62,9 +62,9 @@ def format_table(rows: list[dict[str, str]]) -> str:
 def evaluate_model(cfg: Any, model: str | None, problems: list, samples: int, ks: list[int],
                    direct: bool, tests: bool, discriminator: str | None
                    ) -> tuple[list[dict[str, Any]], dict[str, float], str]:
-    """Load the model, generate, execute and score (``models.evaluation.evaluate_engine``)."""
-    from models.evaluation import evaluate_engine
+    """Load the model, generate, execute and score (``pipeline.evaluation.evaluate_engine``)."""
     from models.inference import InferenceEngine
+    from pipeline.evaluation import evaluate_engine
 
     engine = InferenceEngine.load(model, cfg, discriminator=discriminator)
     label = model or cfg.model.generator
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, ProblemLoadError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from flows.server import ensure_prefect_api
+    from deployments.server import ensure_prefect_api
     ensure_prefect_api()  # a temporary Prefect server that dies with this run
     out = evaluate(config=args.config, overrides=args.overrides, model=args.model,
                    problems=args.problems, ids=args.ids, limit=args.limit, k=ks,

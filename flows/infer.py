@@ -94,7 +94,7 @@ def run(args: argparse.Namespace, show: bool) -> int:
     results = engine.solve_batch(problems, args.samples, with_tests=with_tests)
     scored = None
     if show:
-        from models.evaluation import score_tests
+        from pipeline.evaluation import score_tests
 
         scored = score_tests(results, engine.cfg)
     if as_json:

@@ -7,7 +7,7 @@
 A stage replay never touches the recorded run. It copies the inputs the stage needs from step N
 to the sibling run ``<ID>.replay`` (same root, same step), runs the same Prefect tasks the train
 flow runs there (with ``--downstream``, every later stage too), writes that step's manifest and
-compares every output part with the original:
+compares every output part with the original (``tasks.replay``):
 
 - ``execute`` and ``rewards`` are deterministic: every column must be equal except timings
   (``executions.duration_s``; ``chains.latency_s`` and ``updates.duration_s`` elsewhere).
@@ -28,7 +28,7 @@ that are there and readable, redoes the first missing one and everything after i
 stage, execution, rewards, update), saves the state, logs the step, and writes the manifest last.
 A manifest that exists but does not parse or validate is corruption, not an incomplete step: the
 command names it and stops (exit 2) with nothing written, unless ``--rebuild-manifest`` asks to
-rebuild it from the step's parts, each checked first, none rewritten (``flows.recover``).
+rebuild it from the step's parts, each checked first, none rewritten (``tasks.recover``).
 
 A step that cannot be replayed raises ``ReplayError`` naming the missing file or adapter version
 (``CorruptManifestError`` for a corrupt manifest).
@@ -37,201 +37,19 @@ A step that cannot be replayed raises ``ReplayError`` naming the missing file or
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import math
 import sys
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.fs as pafs
 from prefect import flow, get_run_logger
 
-from artifacts.store import RunStore
-from configs.schema import TrainConfig
-from flows.recover import check_failed, finish_failed, format_failed
-from tasks.recorded import (
-    CHAIN_STAGES,
-    STAGES,
-    Part,
-    ReplayError,
-    load_start_state,
-    part_uri,
-    planned_step,
-    read_part,
-    recorded_versions,
-    run_config,
-    run_stage,
-    stage_outputs,
-    step_manifest,
-    test_parts,
-)
-from tasks.runtime import RunContext, StateIntegrityError
-from tasks.schedule import ROLES, PlannedStep
+from models.resume import StateIntegrityError
+from pipeline.catalogue import KINDS
+from tasks.recorded import ReplayError, run_config
+from tasks.recover import check_failed, finish_failed, format_failed
+from tasks.replay import check_replayable, replay_stage
 
-TIMING_COLUMNS = {"chains": {"latency_s"}, "executions": {"duration_s"},
-                  "updates": {"duration_s"}}  # wall-clock: never reproducible, never compared
-REPLAY_SUFFIX = ".replay"
 EXIT_CODES = {True: 0, False: 1, None: 2}  # a report's "matched": MATCHED, DIFFERS, NOT COMPARED
 ERROR_EXIT = 2  # ReplayError: nothing was replayed (a file, adapter version or manifest)
-
-
-# -- what each stage reads ----------------------------------------------------------------------
-
-def stage_inputs(stage: str, planned: PlannedStep) -> list[Part]:
-    return {"rollout": [],
-            "tests": [("chains", f"generator-{s}") for s in CHAIN_STAGES],
-            "execute": [("chains", "generator-5"), *test_parts()],
-            "rewards": [*test_parts(), ("executions", "all")],
-            "update": [("chains", f"{planned.role}-{planned.stage}"), ("rewards", "all")],
-            }[stage]
-
-
-def replay_sequence(stage: str, downstream: bool) -> list[str]:
-    if stage not in STAGES:
-        raise ReplayError(f"stage={stage!r}: expected one of {', '.join(STAGES)}")
-    return list(STAGES[STAGES.index(stage):]) if downstream else [stage]
-
-
-def inputs_to_copy(sequence: list[str], planned: PlannedStep) -> list[Part]:
-    """Inputs of the replayed stages that no replayed stage produces, in first-use order."""
-    made = {p for s in sequence for p in stage_outputs(s, planned)}
-    needed = [p for s in sequence for p in stage_inputs(s, planned) if p not in made]
-    return list(dict.fromkeys(needed))
-
-
-def roles_needed(sequence: list[str], planned: PlannedStep) -> list[str]:
-    """Adapters the replay samples or updates with (the state step N started from)."""
-    roles = {"rollout": "generator", "tests": "discriminator", "update": planned.role}
-    return [r for r in ROLES if r in {roles[s] for s in sequence if s in roles}]
-
-
-# -- comparing parts ----------------------------------------------------------------------------
-
-def _short(value: Any, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return True
-    return a == b
-
-
-def compare_tables(table: str, recorded: pa.Table, replayed: pa.Table) -> str | None:
-    """None when both agree on every column but the timings, else the first difference.
-
-    >>> t = pa.table({"stage": [1], "status": ["passed"], "duration_s": [0.1]})
-    >>> compare_tables("executions", t, t.set_column(2, "duration_s", pa.array([9.0])))
-    >>> compare_tables("executions", t, t.set_column(1, "status", pa.array(["failed"])))
-    "row 0, column 'status': recorded 'passed', replayed 'failed'"
-    """
-    if recorded.num_rows != replayed.num_rows:
-        return f"{recorded.num_rows} rows recorded, {replayed.num_rows} replayed"
-    skip = TIMING_COLUMNS.get(table, set()) | {"run_id", "step"}
-    for col in [c for c in recorded.column_names if c not in skip]:
-        a, b = recorded.column(col).to_pylist(), replayed.column(col).to_pylist()
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            if not _same(x, y):
-                return f"row {i}, column {col!r}: recorded {_short(x)}, replayed {_short(y)}"
-    return None
-
-
-@dataclasses.dataclass
-class PartResult:
-    table: str
-    part: str
-    rows: int
-    matched: bool | None          # None: no readable original to compare with
-    detail: str                   # first difference, or why it could not be compared
-    path: str
-
-
-def compare_part(original: RunStore, replayed: RunStore, step: int, table: str,
-                 part: str) -> PartResult:
-    new = replayed.read_table(table, step=step, part=part)
-    path = part_uri(replayed, table, step, part)
-    try:
-        old = read_part(original, table, step, part)
-    except ReplayError as exc:  # missing, unreadable, differs from the manifest, corrupt manifest
-        return PartResult(table, part, new.num_rows, None,
-                          f"recorded part cannot be used: {exc}", path)
-    diff = compare_tables(table, old, new)
-    return PartResult(table, part, new.num_rows, diff is None, diff or "", path)
-
-
-def clear_step(store: RunStore, step: int) -> None:
-    """Remove a step of a scratch run (the replay namespace): manifest first, then its parts."""
-    fs = store.fs
-    manifest = f"{store.run_dir}/_manifests/step={step:06d}.json"
-    if fs.get_file_info(manifest).type == pafs.FileType.File:
-        fs.delete_file(manifest)
-    if fs.get_file_info(store.run_dir).type != pafs.FileType.Directory:
-        return
-    for info in fs.get_file_info(pafs.FileSelector(store.run_dir)):
-        folder = f"{info.path}/step={step:06d}"
-        if info.base_name.startswith("table=") and \
-                fs.get_file_info(folder).type == pafs.FileType.Directory:
-            fs.delete_dir(folder)
-
-
-# -- replaying a stage --------------------------------------------------------------------------
-
-def check_replayable(cfg: TrainConfig, run_id: str, step: int, stage: str,
-                     downstream: bool) -> tuple[PlannedStep, list[str], list[Part]]:
-    """Everything that can be checked without models: step, stage, every input file."""
-    planned = planned_step(cfg, step)
-    sequence = replay_sequence(stage, downstream)
-    store = RunStore(cfg.artifacts.root, run_id)
-    step_manifest(store, step)  # a corrupt one: CorruptManifestError, nothing is replayed
-    needed = inputs_to_copy(sequence, planned)
-    for table, part in needed:
-        read_part(store, table, step, part)
-    return planned, sequence, needed
-
-
-def replay_stage(cfg: TrainConfig, run_id: str, step: int, stage: str,
-                 downstream: bool = False) -> dict[str, Any]:
-    """Replay ``stage`` (and with ``downstream`` every later one) of ``step`` into
-    ``<run_id>.replay`` and compare with the recorded parts."""
-    planned, sequence, needed = check_replayable(cfg, run_id, step, stage, downstream)
-    original = RunStore(cfg.artifacts.root, run_id)
-    target = RunStore(cfg.artifacts.root, run_id + REPLAY_SUFFIX)
-    roles = roles_needed(sequence, planned)
-    ctx = RunContext.open(cfg, run_id, load_models=bool(roles))
-    adapters = {}
-    if roles:
-        expected = recorded_versions(original, step)
-        adapters = load_start_state(ctx, step, roles, expected,
-                                    optimizers="update" in sequence)
-    clear_step(target, step)  # the previous replay of this step, if any
-    for table, part in needed:
-        target.write(table, step, part, read_part(original, table, step, part)
-                     .drop_columns(["run_id", "step"]))
-    replay_ctx = dataclasses.replace(ctx, store=target)
-    for s in sequence:
-        run_stage(replay_ctx, planned, s)
-    target.complete_step(step)
-    try:  # hashes are checked only against a manifest
-        verified = step_manifest(original, step) is not None
-    except ReplayError:
-        verified = False  # corrupt since the check: every part says so, NOT COMPARED
-    parts = [compare_part(original, target, step, t, p)
-             for s in sequence for t, p in stage_outputs(s, planned)]
-    gen_roles = {"rollout": "generator", "tests": "discriminator"}
-    seeds = {f"{gen_roles[s]}-{c}": ctx.seed(step, c, gen_roles[s])
-             for s in sequence if s in gen_roles for c in CHAIN_STAGES}
-    matched = None if any(p.matched is None for p in parts) else all(p.matched for p in parts)
-    if any(p.matched is False for p in parts):
-        matched = False
-    report = {"run_id": run_id, "step": step, "stage": stage, "replayed": sequence,
-              "training_stage": planned.stage, "role": planned.role, "matched": matched,
-              "verified": verified,
-              "adapters": adapters, "seeds": seeds,
-              "copied_inputs": [f"{t}/{p}" for t, p in needed],
-              "replay_run": target.run_dir, "parts": [dataclasses.asdict(p) for p in parts]}
-    report["report"] = target.write_json(f"replay-{step:06d}-{stage}.json", report)
-    return report
 
 
 def format_report(report: dict[str, Any]) -> str:
@@ -285,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--artifacts-root", default="runs", help="Parquet run store root")
     parser.add_argument("--run-id", required=True, help="the recorded run")
     parser.add_argument("--step", type=int, help="the step to replay")
-    parser.add_argument("--stage", choices=STAGES, help="the stage to replay")
+    parser.add_argument("--stage", choices=KINDS, help="the stage to replay")
     parser.add_argument("--downstream", action="store_true",
                         help="also replay every stage after --stage")
     parser.add_argument("--failed", action="store_true",
@@ -311,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             check_failed(cfg, args.run_id, args.rebuild_manifest)
         else:
             check_replayable(cfg, args.run_id, args.step, args.stage, args.downstream)
-        from flows.server import ensure_prefect_api
+        from deployments.server import ensure_prefect_api
         ensure_prefect_api()  # a temporary Prefect server that dies with this replay
         result = replay(run_id=args.run_id, step=args.step, stage=args.stage,
                         downstream=args.downstream, failed=args.failed,

@@ -24,26 +24,23 @@ from prefect import flow, get_run_logger
 
 from configs import load_config
 from configs.schema import check_learnable
-from tasks import execute, generate_tests, ppo_update_task, rollout, score, warm_start
+from pipeline.catalogue import work_items
+from pipeline.schedule import PlannedStep, ends_stage, plan
 from tasks.progress import Progress
-from tasks.reporting import close_step
-from tasks.runtime import RunContext, finish_run, new_run_id, open_run, resume_point
-from tasks.schedule import PlannedStep, plan
-
-STAGES = (1, 2, 3, 4, 5)
+from tasks.reporting import close_step, finish_run
+from tasks.resume import resume_point
+from tasks.runtime import RunContext, new_run_id, open_run
+from tasks.step import run_item
+from tasks.warmstart import warm_start
 
 
 def train_step(ctx: RunContext, planned: PlannedStep, last_of_stage: bool) -> dict[str, float]:
-    """rollout -> tests, stage by stage; execute -> rewards -> update; then close the step."""
-    step = planned.step
-    for stage in STAGES:
-        rollout(ctx, step, stage)
-        generate_tests(ctx, step, stage)
-    execute(ctx, step)
-    score(ctx, step, planned.stage)
-    ppo_update_task(ctx, step, planned.role, planned.stage)
-    ctx.save_state(step)
-    metrics, _ = close_step(ctx, step, planned.stage, planned.role, last_of_stage)
+    """The catalogue's items in order (rollout -> tests, stage by stage; execute -> rewards ->
+    update), then save the state and close the step (its manifest is written last)."""
+    for item in work_items():
+        run_item(ctx, planned, item)
+    ctx.save_state(planned.step)
+    metrics, _ = close_step(ctx, planned.step, planned.stage, planned.role, last_of_stage)
     return metrics
 
 
@@ -62,15 +59,14 @@ def train(config: str = "configs/tiny.yaml", overrides: list[str] | None = None,
     start = resume_point(ctx, steps)
     get_run_logger().info("run %s: %d steps, resuming after step %d", ctx.run_id, len(steps),
                           start)
-    if start == 0 and cfg.warm_start.enabled and 0 not in ctx.state_steps():
+    if start == 0 and cfg.warm_start.enabled and 0 not in ctx.resume.steps():
         warm_start(ctx)
         ctx.save_state(0)
     with Progress(ctx, total=len(steps), done=start) as progress:
         for i, planned in enumerate(steps):
             if planned.step <= start:
                 continue
-            last_of_stage = i + 1 == len(steps) or steps[i + 1].stage != planned.stage
-            metrics = train_step(ctx, planned, last_of_stage)
+            metrics = train_step(ctx, planned, ends_stage(steps, i))
             progress.advance(planned, metrics)
     return finish_run(ctx)
 
@@ -96,12 +92,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     from artifacts.store import ManifestCorrupt
-    from tasks.runtime import StateIntegrityError, check_resume_state
+    from models.resume import StateIntegrityError
+    from tasks.resume import check_resume_state
     try:  # resume state: checked before Prefect starts, and again once the models are loaded
         if args.run_id:
             check_resume_state(load_config(args.config, args.overrides), args.run_id,
                                args.artifacts_root)
-        from flows.server import ensure_prefect_api
+        from deployments.server import ensure_prefect_api
         ensure_prefect_api()  # a temporary Prefect server that dies with this run
         train(config=args.config, overrides=args.overrides, artifacts_root=args.artifacts_root,
               run_id=args.run_id)

@@ -17,7 +17,6 @@ Times are per sample: its share of each stage's batched ``generate`` call. No Pr
 
 from __future__ import annotations
 
-import hashlib
 import json
 import tempfile
 import time
@@ -29,19 +28,14 @@ from typing import Any
 import torch
 
 from configs.errors import ConfigError
+from configs.names import CODE_STAGE, STAGES
 from configs.schema import LoraConfig, TrainConfig
+from models.seeds import derive_seed
 from models.sources import ModelSource, resolve_source, sibling
-from models.stages import STAGE_IDS, get_stage
+from models.stages import get_stage
 from problems import Problem
 
-REASONING_STAGES = (1, 2, 3, 4)
-
-
-def _seed(base: int, *parts: object) -> int:
-    """Stable 31-bit seed per (stage, role, ...); same formula as ``tasks.schedule.derive_seed``
-    (not imported: ``tasks`` pulls in Prefect, which this module must not need)."""
-    blob = "/".join(str(p) for p in (base, *parts)).encode()
-    return int.from_bytes(hashlib.sha256(blob).digest()[:4], "big") & 0x7FFFFFFF
+REASONING_STAGES = STAGES[:-1]  # every stage before the code
 
 
 def _lora_from_adapter(folder: Path, fallback: LoraConfig) -> LoraConfig:
@@ -194,12 +188,9 @@ class InferenceEngine:
 
     # -- generation ---------------------------------------------------------------------------
     def _sample(self, role: str, prompts: Sequence[Any], seed: int):
-        from models.generation import generate
+        from models.generation import sample_role
 
-        model = self.policies.model_for(role)
-        with torch.no_grad():
-            return generate(model, self.policies.tokenizer_for(role), [p.ids for p in prompts],
-                            self.cfg.sampling, seed=seed)
+        return sample_role(self.policies, role, prompts, self.cfg.sampling, seed)
 
     def _pairs(self, problems: Sequence[Problem], samples: int) -> list[tuple[Problem, int]]:
         if samples < 1:
@@ -221,7 +212,7 @@ class InferenceEngine:
             else:
                 prompts = [generator_prompt(tokenizer, p, stage, prev, limit)
                            for (p, _), prev in zip(pairs, texts, strict=True)]
-            batch = self._sample("generator", prompts, _seed(seed, mode, stage, "generator"))
+            batch = self._sample("generator", prompts, derive_seed(seed, mode, stage, "generator"))
             share = batch.seconds / max(len(pairs), 1)
             for i, gen in enumerate(batch.generations):
                 texts[i].append(gen.text)
@@ -239,7 +230,7 @@ class InferenceEngine:
             raise ValueError(f"mode={mode!r}: must be 'chain' or 'direct'")
         seed = self.cfg.sampling.seed if seed is None else seed
         pairs = self._pairs(problems, samples)
-        stages = STAGE_IDS if mode == "chain" else (5,)
+        stages = STAGES if mode == "chain" else (CODE_STAGE,)
         texts, times, done = self._chains(pairs, stages, seed, mode)
         out = []
         for (problem, j), t, s, f in zip(pairs, texts, times, done, strict=True):
@@ -266,11 +257,11 @@ class InferenceEngine:
         seen: list[set[str]] = [set() for _ in chains]
         for r in chains:
             r.test_texts, r.tests, r.test_times = [], [], []
-        for stage in STAGE_IDS:
+        for stage in STAGES:
             prompts = [discriminator_prompt(tokenizer, r.problem, stage,
                                             (r.reasoning_chain + [r.generated_code])[:stage],
                                             self.cfg.model.max_context_tokens) for r in chains]
-            batch = self._sample("discriminator", prompts, _seed(seed, "tests", stage))
+            batch = self._sample("discriminator", prompts, derive_seed(seed, "tests", stage))
             share = batch.seconds / len(chains)
             for r, known, gen in zip(chains, seen, batch.generations, strict=True):
                 r.test_texts.append(gen.text)

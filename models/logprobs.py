@@ -14,7 +14,10 @@ and, when ``top_p < 1``, restricted to the nucleus exactly as transformers' ``To
 does. Pass the sampling temperature, or the PPO ratio compares two different policies.
 
 Layout: prompts are left-padded to a common width ``P`` and responses right-padded to ``T``, so
-the logits at columns ``P-1 .. P+T-2`` predict the response tokens.
+the logits at columns ``P-1 .. P+T-2`` predict the response tokens. A batch is packed once
+(:func:`packed_batch`) and any row slice of it is a packed batch too: :func:`packed_logprobs`
+cuts each slice to the columns its rows use, so a micro-batch costs (and computes) what
+packing its rows alone would. :func:`response_logprobs` (token lists in) is that same path.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ def pack(prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[in
         raise ValueError("every prompt needs at least one token (the first response token's "
                          "logit is read at the last prompt position)")
     batch = len(prompt_ids)
-    p_len = max(len(p) for p in prompt_ids)
+    p_len = max((len(p) for p in prompt_ids), default=0)
     t_len = width if width is not None else max((len(r) for r in response_ids), default=0)
     input_ids = torch.full((batch, p_len + t_len), pad_id, dtype=torch.long)
     attention = torch.zeros((batch, p_len + t_len), dtype=torch.long)
@@ -195,82 +198,115 @@ def _micro_batch(model, input_ids, attention, targets, p_len, temperature, top_p
     return stats
 
 
+def _check_sampling(temperature: float, top_p: float) -> None:
+    if temperature <= 0:
+        raise ValueError(f"temperature={temperature!r}: must be > 0")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p={top_p!r}: must be in (0, 1]")
+
+
 def response_logprobs(model, prompt_ids: Sequence[Sequence[int]],
                       response_ids: Sequence[Sequence[int]], *, temperature: float,
                       pad_token_id: int, top_p: float = 1.0, micro_batch_size: int = 8,
                       chunk_tokens: int = 256, with_entropy: bool = False,
                       value_head=None) -> TokenLogprobs:
-    """Log-probs ``(B, T)`` of ``response_ids`` given ``prompt_ids`` (see module docstring).
+    """Log-probs ``(B, T)`` of ``response_ids`` given ``prompt_ids`` (see module docstring):
+    :func:`packed_batch` on the model's device, then :func:`packed_logprobs`.
 
     Differentiable when called with gradients enabled (PPO); wrap in ``torch.no_grad()`` for
     old/reference log-probs. ``micro_batch_size`` sequences run per forward pass, but every
-    micro-batch's graph lives until ``backward``: PPO should call this (or
-    :func:`packed_logprobs`) once per micro-batch and back-propagate each. ``chunk_tokens``
-    bounds the rows of each vocabulary-sized logits chunk: the fused path holds one float32
-    ``(chunk_tokens, vocab)`` tensor at a time (156 MB at 256 rows for Qwen's 151,936-token
-    vocabulary), the checkpointed path (entropy, unusual heads) about four. ``value_head``
-    (a module ``(B, T, H) -> (B, T)``, for GAE) also maps the same final hidden states to
-    ``values``; its gradient flows into the adapters as well.
+    micro-batch's graph lives until ``backward``: PPO should call :func:`packed_logprobs` once
+    per micro-batch and back-propagate each. ``chunk_tokens`` bounds the rows of each
+    vocabulary-sized logits chunk: the fused path holds one float32 ``(chunk_tokens, vocab)``
+    tensor at a time (156 MB at 256 rows for Qwen's 151,936-token vocabulary), the
+    checkpointed path (entropy, unusual heads) about four. ``value_head`` (a module
+    ``(B, T, H) -> (B, T)``, for GAE) also maps the same final hidden states to ``values``; its
+    gradient flows into the adapters as well.
     """
-    if temperature <= 0:
-        raise ValueError(f"temperature={temperature!r}: must be > 0")
-    if not 0 < top_p <= 1:
-        raise ValueError(f"top_p={top_p!r}: must be in (0, 1]")
+    _check_sampling(temperature, top_p)
     device = next(model.parameters()).device
-    width = max((len(r) for r in response_ids), default=0)
-    channels = 1 + with_entropy + (value_head is not None)  # logp[, entropy][, value]
-    outs, masks = [], []
-    for start in range(0, len(prompt_ids), micro_batch_size):
-        input_ids, attention, targets, mask, p_len = pack(
-            prompt_ids[start:start + micro_batch_size],
-            response_ids[start:start + micro_batch_size], pad_token_id, device, width)
-        if width == 0:
-            stats = torch.zeros((*targets.shape, channels), device=device)
-        else:
-            stats = _micro_batch(model, input_ids, attention, targets, p_len, temperature, top_p,
-                                 with_entropy, chunk_tokens, value_head)
-        outs.append(stats.masked_fill(~mask.unsqueeze(-1), 0.0))
-        masks.append(mask)
-    stats = torch.cat(outs) if outs else torch.zeros((0, width, channels))
-    return TokenLogprobs(logprobs=stats[..., 0], mask=torch.cat(masks) if masks else
-                         torch.zeros((0, width), dtype=torch.bool),
-                         entropy=stats[..., 1] if with_entropy else None,
-                         values=stats[..., -1] if value_head is not None else None)
+    return packed_logprobs(model, packed_batch(prompt_ids, response_ids, pad_token_id, device),
+                           temperature=temperature, top_p=top_p,
+                           micro_batch_size=micro_batch_size, chunk_tokens=chunk_tokens,
+                           with_entropy=with_entropy, value_head=value_head)
 
 
 def packed_batch(prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]],
-                 pad_token_id: int, device: torch.device | str = "cpu") -> dict:
-    """Rollouts as row-sliceable tensors for ``models.ppo.ppo_update``: ``input_ids`` and
-    ``attention_mask`` ``(B, P+T)``, ``response_ids`` and ``loss_mask`` ``(B, T)``, and the
-    common prompt width ``prompt_len`` (an int, passed through micro-batching untouched)."""
+                 pad_token_id: int, device: torch.device | str = "cpu",
+                 width: int | None = None) -> dict:
+    """Rollouts packed once, as row-sliceable tensors for ``models.ppo.ppo_update``:
+    ``input_ids`` and ``attention_mask`` ``(B, P+T)`` (prompts left-padded to ``P``,
+    responses right-padded to ``T``; the attention mask is 1 exactly on real tokens, so it is
+    also the response mask and gives position ids), ``response_ids`` and ``loss_mask``
+    ``(B, T)``, and the common prompt width ``prompt_len`` (an int, passed through
+    micro-batching untouched). ``width`` fixes ``T`` (at least the longest response).
+
+    A row slice (any rows, any order) is itself a packed batch: :func:`packed_logprobs`
+    drops the columns that none of its rows uses, so it costs what packing those rows alone
+    would, and gives their log-probs (up to float rounding).
+    """
     input_ids, attention, targets, mask, p_len = pack(prompt_ids, response_ids, pad_token_id,
-                                                      torch.device(device))
+                                                      torch.device(device), width)
     return {"input_ids": input_ids, "attention_mask": attention, "response_ids": targets,
             "loss_mask": mask.float(), "prompt_len": p_len}
 
 
+def _cut(input_ids: torch.Tensor, attention: torch.Tensor, targets: torch.Tensor, p_len: int):
+    """A row slice of a packed batch without the columns none of its rows uses (views, no
+    copy): prompt padding left of its longest prompt, response padding right of its longest
+    response. Those columns are masked out in every row and position ids count attended
+    tokens only, so the result is what :func:`pack` makes of these rows alone:
+    ``input_ids, attention_mask, targets, prompt_len``."""
+    n_prompt, n_response = torch.stack([attention[:, :p_len].sum(-1).max(),
+                                        attention[:, p_len:].sum(-1).max()]).tolist()
+    cut, end = p_len - n_prompt, p_len + n_response
+    return input_ids[:, cut:end], attention[:, cut:end], targets[:, :n_response], n_prompt
+
+
+def _slice_stats(model, input_ids, attention, targets, p_len, temperature, top_p, with_entropy,
+                 chunk_tokens, value_head, channels) -> torch.Tensor:
+    """``(b, T, channels)`` for a row slice of a packed batch, 0 off the response tokens."""
+    rows, t_len = targets.shape
+    input_ids, attention, targets, p_len = _cut(input_ids, attention, targets, p_len)
+    if targets.shape[1] == 0:
+        return torch.zeros((rows, t_len, channels), device=targets.device)
+    stats = _micro_batch(model, input_ids, attention, targets, p_len, temperature, top_p,
+                         with_entropy, chunk_tokens, value_head)           # (b, t, channels)
+    stats = stats.masked_fill(attention[:, p_len:].unsqueeze(-1) == 0, 0.0)
+    return torch.nn.functional.pad(stats, (0, 0, 0, t_len - targets.shape[1]))
+
+
 def packed_logprobs(model, batch, *, temperature: float, top_p: float = 1.0,
-                    chunk_tokens: int = 256, with_entropy: bool = False) -> TokenLogprobs:
-    """:func:`response_logprobs` of a (micro-)batch made by :func:`packed_batch`, in one
-    forward pass. PPO's ``policy_logprobs_fn`` is then::
+                    micro_batch_size: int | None = None, chunk_tokens: int = 256,
+                    with_entropy: bool = False, value_head=None) -> TokenLogprobs:
+    """:func:`response_logprobs` of a (micro-)batch made by :func:`packed_batch` (or a row
+    slice of one): ``micro_batch_size`` rows per forward pass (None: all in one), each a row
+    slice of the packed tensors, cut to the columns its rows use (with gradients on, every
+    micro-batch's graph lives until ``backward``: PPO calls this once per micro-batch and
+    back-propagates each; the no-grad reference pass takes ``micro_batch_size``). Reads only
+    ``input_ids``, ``attention_mask``, ``response_ids`` and ``prompt_len`` (the response tokens
+    are where the attention mask is 1 past the prompt, whatever a caller did to
+    ``loss_mask``). PPO's ``policy_logprobs_fn`` is then::
 
         def policy_logprobs_fn(mb):
             out = packed_logprobs(model, mb, temperature=sampling.temperature)
             return out.logprobs, out.entropy, None
     """
-    if temperature <= 0:
-        raise ValueError(f"temperature={temperature!r}: must be > 0")
-    targets = batch["response_ids"]
-    mask = batch["loss_mask"] > 0
-    if targets.shape[1] == 0:
-        stats = torch.zeros((*targets.shape, 1 + with_entropy), device=targets.device)
-    else:
-        stats = _micro_batch(model, batch["input_ids"], batch["attention_mask"], targets,
-                             batch["prompt_len"], temperature, top_p, with_entropy,
-                             chunk_tokens)
-    stats = stats.masked_fill(~mask.unsqueeze(-1), 0.0)
-    return TokenLogprobs(logprobs=stats[..., 0], mask=mask,
-                         entropy=stats[..., 1] if with_entropy else None)
+    _check_sampling(temperature, top_p)
+    input_ids, attention = batch["input_ids"], batch["attention_mask"]
+    targets, p_len = batch["response_ids"], batch["prompt_len"]
+    rows, t_len = targets.shape
+    channels = 1 + with_entropy + (value_head is not None)  # logp[, entropy][, value]
+    step = micro_batch_size or max(1, rows)
+    outs = [_slice_stats(model, input_ids[s:s + step], attention[s:s + step],
+                         targets[s:s + step], p_len, temperature, top_p, with_entropy,
+                         chunk_tokens, value_head, channels)
+            for s in range(0, rows, step)]
+    stats = (torch.cat(outs) if outs
+             else torch.zeros((rows, t_len, channels), device=targets.device))
+    return TokenLogprobs(logprobs=stats[..., 0], mask=attention[:, p_len:] > 0,
+                         entropy=stats[..., 1] if with_entropy else None,
+                         values=stats[..., -1] if value_head is not None else None)
 
 
 def naive_response_logprobs(model, prompt_ids: Sequence[Sequence[int]],

@@ -30,10 +30,9 @@ from pathlib import Path
 import torch
 
 from configs.errors import ConfigError
+from configs.names import ROLES
 from configs.schema import LoraConfig, ModelConfig
 from models.tiny import build_tiny_model, is_tiny_model_dir
-
-ROLES = ("generator", "discriminator")
 
 # Attention and MLP projections per architecture (``config.model_type``); anything else gets
 # peft's "all-linear" (every linear layer but the output head).

@@ -225,7 +225,7 @@ def make_optimizer(params: Iterable[nn.Parameter], cfg: PPOConfig) -> torch.opti
     return torch.optim.AdamW(trainable, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
 
 
-def _select(batch: Mapping[str, Any], rows: Tensor) -> dict[str, Any]:
+def _select(batch: Mapping[str, Any], rows: Tensor | slice) -> dict[str, Any]:
     """``rows`` of every tensor with the batch's leading dimension; other values as they are."""
     B = batch["loss_mask"].shape[0]
     return {k: v[rows] if isinstance(v, Tensor) and v.dim() and v.shape[0] == B else v
@@ -233,9 +233,10 @@ def _select(batch: Mapping[str, Any], rows: Tensor) -> dict[str, Any]:
 
 
 def _micro_batches(batch: Mapping[str, Any], size: int) -> list[dict[str, Any]]:
-    """Consecutive row slices of ``size`` sequences (the last may be shorter)."""
+    """Consecutive row slices of ``size`` sequences (the last may be shorter): views of the
+    batch's tensors, no copy."""
     B = batch["loss_mask"].shape[0]
-    return [_select(batch, torch.arange(i, min(i + size, B))) for i in range(0, B, size)]
+    return [_select(batch, slice(i, i + size)) for i in range(0, B, size)]
 
 
 def mini_batch_rows(n: int, size: int) -> list[Tensor]:
@@ -261,8 +262,9 @@ def ppo_update(policy_logprobs_fn: PolicyFn, params: Iterable[nn.Parameter],
     ``group_ids (B,)`` as well in group mode) or precomputed ``advantages`` ((B,) or (B, T);
     group mode; the caller then masks dead groups itself). ``old_logprobs (B, T)`` is
     optional (computed in step 1 when absent). Every other entry (``input_ids``,
-    ``attention_mask``...) is sliced into micro-batches and handed to ``policy_logprobs_fn``
-    untouched, which must ignore keys it does not know.
+    ``attention_mask``...: a batch packed once, e.g. by ``models.logprobs.packed_batch``) is
+    sliced by rows into micro-batches and handed to ``policy_logprobs_fn`` untouched, which
+    must ignore keys it does not know; non-tensor entries (``prompt_len``) pass as they are.
     ``ref_logprobs (B, T)`` are the reference policy's log-probs of the same tokens.
     """
     gae_mode = cfg.advantage == "gae"

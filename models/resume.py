@@ -1,19 +1,33 @@
-"""Resume-state files: their layout, the manifest that proves them, and the checks run on them.
+"""Resume states: one folder per step holding both roles' state, the manifest that proves it,
+and the checks run on it.
 
-Files only, no model and no Prefect: the CLI runs these checks before Prefect starts, and
-``RunContext`` (``tasks.runtime``) runs them again before it loads anything from a state.
+    <state root>/step=000012/
+        generator/adapter_model.safetensors, adapter_config.json[, value_head.safetensors]
+        generator-optimizer.pt
+        discriminator/...
+        manifest.json          # written last: sha256 and size of every file, adapter versions
+
+``ResumeStore`` writes a state atomically (a temp folder renamed), keeps the last few, and
+lists and sets them aside; each role's files are written and read by ``RoleState``
+(``models.rolestate``), the one save/load of a role that resume states, MLflow stage
+checkpoints and registry versions share. The checks read files only, no model and no Prefect:
+the CLI runs them before Prefect starts, and the run context runs them again before it loads
+anything from a state.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from artifacts.checkpoints import sha256_file
 from artifacts.convert import ArtifactError
 from artifacts.store import RunStore
-from tasks.schedule import ROLES
+from configs.names import ROLES
 
 VALUE_HEAD_FILE = "value_head.safetensors"  # inside a role's adapter folder (GAE runs only)
 ADAPTER_FILE = "adapter_model.safetensors"  # a role's weights in its adapter folder
@@ -37,20 +51,20 @@ class StateFileMissingError(StateIntegrityError, FileNotFoundError):
     """A resume state, or a file it needs, is not there."""
 
 
-def _optimizer_file(folder: Path, role: str) -> Path:
+def optimizer_file(folder: Path, role: str) -> Path:
     """Where a resume state folder keeps ``role``'s optimizer state."""
     return folder / f"{role}-optimizer.pt"
 
 
 # -- resume state checks (files only, no model: the CLI runs them before Prefect starts) ------
 
-def _state_files(folder: Path) -> list[str]:
+def state_files(folder: Path) -> list[str]:
     """Every file of a state folder but its manifest, as relative posix paths."""
     return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")
                   if p.is_file() and p.relative_to(folder).as_posix() != STATE_MANIFEST)
 
 
-def _state_steps(state_dir: Path) -> list[int]:
+def state_steps(state_dir: Path) -> list[int]:
     return sorted(int(p.name.split("=")[1]) for p in state_dir.glob("step=*"))
 
 
@@ -156,7 +170,7 @@ def verify_state_files(folder: Path, roles: list[str] | tuple[str, ...], *, gae:
         if gae:
             needed.append(f"{role}/{VALUE_HEAD_FILE}")
         if optimizer:
-            needed.append(_optimizer_file(Path(), role).as_posix())
+            needed.append(optimizer_file(Path(), role).as_posix())
     for rel in needed:
         if not (folder / rel).is_file():
             role = rel.split("/")[0].split("-")[0]
@@ -187,7 +201,7 @@ def verify_state_files(folder: Path, roles: list[str] | tuple[str, ...], *, gae:
     listed = manifest["files"]
     mine = [rel for rel in listed
             if rel.split("/")[0] in roles
-            or (optimizer and rel in {_optimizer_file(Path(), r).as_posix() for r in roles})]
+            or (optimizer and rel in {optimizer_file(Path(), r).as_posix() for r in roles})]
     for rel in needed:
         if rel not in listed:
             raise StateIntegrityError(f"{folder / rel}: not listed in {folder / STATE_MANIFEST} "
@@ -221,4 +235,67 @@ def verify_state_files(folder: Path, roles: list[str] | tuple[str, ...], *, gae:
     return StateCheck(expected, legacy=False)
 
 
-# -- run lifecycle (called by the flow) -------------------------------------------------------
+STATE_KEEP = 2  # resume states kept per run: the last complete step's and the one after it
+
+
+class ResumeStore:
+    """The resume states of one run, in a local folder (peft writes local files)."""
+
+    def __init__(self, root: Path, run_id: str, keep: int = STATE_KEEP) -> None:
+        self.root, self.run_id, self.keep = Path(root), run_id, keep
+
+    @classmethod
+    def for_run(cls, artifacts_root: str, run_id: str) -> ResumeStore:
+        """Next to the Parquet store when that is a local folder, else under
+        ``.cache/state/<run_id>``."""
+        if "://" in artifacts_root and not artifacts_root.startswith("file://"):
+            return cls(Path(".cache") / "state" / run_id, run_id)
+        return cls(Path(artifacts_root.removeprefix("file://")) / "_state" / f"run_id={run_id}",
+                   run_id)
+
+    def folder(self, step: int) -> Path:
+        return self.root / f"step={step:06d}"
+
+    def steps(self) -> list[int]:
+        return state_steps(self.root)
+
+    def save(self, step: int, write: Callable[[Path], None],
+             adapter_versions: dict[str, str]) -> Path:
+        """A new state for ``step``: ``write(tmp)`` fills a temp folder, the manifest (sha256
+        and size of every file, each role's ``adapter_version``) is written last, and the
+        folder is renamed into place, so a kill leaves either the whole state or none of it.
+        Only the last ``keep`` states stay."""
+        final, tmp = self.folder(step), self.root / f".tmp-step={step:06d}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        write(tmp)
+        manifest = {"format": STATE_FORMAT, "run_id": self.run_id, "step": int(step),
+                    "created_at": time.time(), "adapter_versions": dict(adapter_versions),
+                    "files": {rel: {"sha256": sha256_file(tmp / rel),
+                                    "bytes": (tmp / rel).stat().st_size}
+                              for rel in state_files(tmp)}}
+        (tmp / STATE_MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        for old in sorted(self.root.glob("step=*"))[:-self.keep]:
+            shutil.rmtree(old, ignore_errors=True)
+        return final
+
+    def drop_after(self, step: int, damaged: set[int]) -> list[tuple[Path, Path]]:
+        """After falling back to the state of ``step``: set the ``damaged`` states aside as
+        ``damaged-step=NNNNNN`` (kept for inspection) and delete every other state after
+        ``step`` (it would be stale once the steps after it are redone). Returns the
+        (folder, set aside as) pairs."""
+        aside = []
+        for folder in sorted(self.root.glob("step=*")):
+            s = int(folder.name.split("=")[1])
+            if s < step or (s == step and step not in damaged):
+                continue
+            if s in damaged:
+                target = folder.with_name(DAMAGED_PREFIX + folder.name)
+                shutil.rmtree(target, ignore_errors=True)
+                folder.rename(target)
+                aside.append((folder, target))
+            else:
+                shutil.rmtree(folder)
+        return aside

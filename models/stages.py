@@ -14,10 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from configs.names import CODE_STAGE, STAGES
 from problems.model import Problem
-
-STAGE_IDS = (1, 2, 3, 4, 5)
-CODE_STAGE = 5
 
 GENERATOR_SYSTEM = (
     "You are an expert Python programmer. You solve problems step by step, one reasoning stage "
@@ -128,7 +126,7 @@ _STAGES = (
 
 def get_stage(stage_id: int) -> Stage:
     """The stage with id ``stage_id`` (1 to 5); anything else raises ``ValueError``."""
-    if isinstance(stage_id, bool) or not isinstance(stage_id, int) or stage_id not in STAGE_IDS:
+    if isinstance(stage_id, bool) or not isinstance(stage_id, int) or stage_id not in STAGES:
         raise ValueError(f"stage_id={stage_id!r}: must be an integer from 1 to 5")
     return _STAGES[stage_id - 1]
 

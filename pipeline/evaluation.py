@@ -1,6 +1,6 @@
 """Evaluation metrics: pass@k, test-side quality and reasoning coherence, from execution only.
 
-    from models.evaluation import evaluate_engine, pass_at_k
+    from pipeline.evaluation import evaluate_engine, pass_at_k
     rows, metrics = evaluate_engine(engine, problems, samples=10, ks=(1, 5))
 
 Definitions (every rate is pooled over the samples it names, so large suites weigh more):
@@ -22,7 +22,8 @@ Definitions (every rate is pooled over the samples it names, so large suites wei
   argument of that class in a call to the entry point). Samples naming none are left out.
 
 Test-side metrics run the chain's tests through the training pipeline's own pure functions
-(``tasks.rollout``/``tasks.execution``/``tasks.scoring``), so they mean what training means.
+(``pipeline.chains``/``pipeline.execution``/``pipeline.scoring``), so they mean what training
+means.
 """
 
 from __future__ import annotations
@@ -34,6 +35,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
+
+from configs.names import CODE_STAGE, STAGES
+from pipeline.chains import baseline_rows, kept_tests, parsed_test_rows
+from pipeline.execution import Suite, problem_mutants, run_suites, sandbox_runner
+from pipeline.scoring import outcomes_from_rows, reward_rows
 
 EDGE_CLASSES = ("empty", "single", "zero", "negative", "large", "duplicates", "none")
 _MENTIONS = {
@@ -174,40 +180,22 @@ def coherence(reasoning: Sequence[str], tests: Iterable[str], entry_point: str
 def score_tests(results: Sequence[Any], cfg: Any, run_jobs: Any = None) -> dict[str, Any]:
     """Tests, executions (candidate, reference, mutants), outcomes and reward rows of chains
     whose discriminator tests were written (``InferenceEngine.write_tests``)."""
-    from rewards.mutants import make_mutants
-    from tasks.execution import Suite, execution_rows, plan_jobs
-    from tasks.rollout import baseline_rows, parsed_test_rows
-    from tasks.schedule import derive_seed
-    from tasks.scoring import outcomes_from_rows, reward_rows
-
     results = [r for r in results if r.test_texts]
     samples = [(r.problem, r.sample_idx) for r in results]
     tests = baseline_rows(samples)
     seen: dict = {}
-    for stage in range(1, 6):
+    for stage in STAGES:
         tests += parsed_test_rows(samples, [r.test_texts[stage - 1] for r in results], stage,
                                   seen)
-    kept: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for t in tests:
-        if t["parse_status"] == "ok" and not t["is_duplicate"]:
-            kept.setdefault((t["problem_id"], t["sample_idx"]), []).append(t)
+    kept = kept_tests(tests)
     suites = [Suite(r.problem, r.sample_idx, r.code, r.code_reason,
-                    sorted(kept.get((r.problem.id, r.sample_idx), []),
-                           key=lambda t: (t["stage"], t["test_idx"]))) for r in results]
-    # Same mutants as training (RunContext.mutants): seeded by the problem id.
-    mutants = {r.problem.id: make_mutants(r.problem.reference_solution, r.problem.entry_point,
-                                          cfg.rewards.mutants_per_problem,
-                                          seed=derive_seed(0, r.problem.id)) for r in results}
-    plan = plan_jobs(suites, mutants)
-    if run_jobs is None:
-        from sandbox import execute_many, options_from_config
-
-        options = options_from_config(cfg.sandbox)
-        run_jobs = lambda jobs: execute_many(jobs, **options)  # noqa: E731
-    executions = execution_rows(suites, plan, run_jobs(plan.jobs) if plan.jobs else [], mutants)
+                    kept.get((r.problem.id, r.sample_idx), [])) for r in results]
+    mutants = {r.problem.id: problem_mutants(r.problem, cfg.rewards.mutants_per_problem)
+               for r in results}
+    executions = run_suites(suites, mutants, run_jobs or sandbox_runner(cfg.sandbox))
     keys = [(p.id, j) for p, j in samples]
     outcomes = outcomes_from_rows(tests, executions, keys)
-    rewards = reward_rows(outcomes, cfg.rewards, training_stage=5) if keys else []
+    rewards = reward_rows(outcomes, cfg.rewards, training_stage=CODE_STAGE) if keys else []
     return {"tests": tests, "executions": executions, "outcomes": outcomes,
             "rewards": {(r["problem_id"], r["sample_idx"]): r for r in rewards}}
 

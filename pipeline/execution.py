@@ -6,26 +6,25 @@ tests) runs against the sample's final code (candidate), against the reference s
 deduplicated before it reaches the sandbox: samples of one problem share many tests, so the
 reference and each mutant run every distinct test of the problem once.
 
-``plan_jobs``/``execution_rows`` are pure; ``run_jobs`` is injected (the sandbox's
-``execute_many`` in the task, a fake in unit tests).
+``build_suites``/``plan_jobs``/``execution_rows`` are pure; ``run_jobs`` is injected (the
+sandbox's ``execute_many`` through :func:`sandbox_runner` in training and evaluation, a fake in
+unit tests). Mutants are :func:`problem_mutants`: seeded by the problem id, so training,
+replay and evaluation mutate a problem the same way.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
-
-from artifacts.store import Pointer
+from configs.schema import SandboxConfig
 from models.parsing import parse_code
+from models.seeds import derive_seed
+from pipeline.chains import Row, SampleKey, kept_tests
 from problems import Problem
-from rewards.mutants import Mutant
-from tasks.rollout import step_samples
-from tasks.runtime import RunContext
+from rewards.mutants import Mutant, make_mutants
 
 NOT_RUN = "not_run"  # candidate status when the stage-5 output held no usable code
 NO_LIMITS = "{}"     # limits of a row that did not run (or of a sandbox that reports none)
@@ -125,46 +124,36 @@ def execution_rows(suites: Sequence[Suite], plan: JobPlan, results: Sequence[Any
     return rows
 
 
-def load_suites(ctx: RunContext, step: int) -> list[Suite]:
-    """Each sample's final code (parsed from its stage-5 text) and kept tests."""
-    store = ctx.store
-    code_rows = store.read_table("chains", step=step, part="generator-5",
-                                 columns=["problem_id", "sample_idx", "output_text"]).to_pylist()
-    texts = {(r["problem_id"], r["sample_idx"]): r["output_text"] for r in code_rows}
-    tests: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for part in store.list_parts("tests", step):
-        for r in store.read_table("tests", step=step, part=part).to_pylist():
-            if r["parse_status"] == "ok" and not r["is_duplicate"]:
-                tests.setdefault((r["problem_id"], r["sample_idx"]), []).append(r)
+def build_suites(samples: Sequence[tuple[Problem, int]], codes: dict[SampleKey, str],
+                 tests: Iterable[Row]) -> list[Suite]:
+    """Each sample's suite: its final-stage text parsed to code (``codes``: the generator's
+    stage-5 text per sample) and its kept tests (tests-table rows of every stage)."""
+    kept = kept_tests(tests)
     suites = []
-    for problem, j in step_samples(ctx, step):
-        parsed = parse_code(texts.get((problem.id, j), ""), problem.entry_point)
-        suite_tests = sorted(tests.get((problem.id, j), []),
-                             key=lambda r: (r["stage"], r["test_idx"]))
+    for problem, j in samples:
+        parsed = parse_code(codes.get((problem.id, j), ""), problem.entry_point)
         suites.append(Suite(problem, j, parsed.code if parsed.ok else None,
-                            parsed.reason or "no code", suite_tests))
+                            parsed.reason or "no code", kept.get((problem.id, j), [])))
     return suites
 
 
-def sandbox_runner(ctx: RunContext) -> RunJobs:
+def problem_mutants(problem: Problem, n: int) -> list[Mutant]:
+    """Deterministic AST mutants of the problem's reference, seeded by the problem id."""
+    return make_mutants(problem.reference_solution, problem.entry_point, n,
+                        seed=derive_seed(0, problem.id))
+
+
+def sandbox_runner(sandbox: SandboxConfig) -> RunJobs:
+    """``execute_many`` under the run's sandbox limits."""
     from sandbox import execute_many, options_from_config
 
-    options = options_from_config(ctx.cfg.sandbox)
+    options = options_from_config(sandbox)
     return lambda jobs: execute_many(jobs, **options)
 
 
-def run_execution(ctx: RunContext, step: int, run_jobs: RunJobs) -> list[dict[str, Any]]:
-    suites = load_suites(ctx, step)
-    mutants = {s.problem.id: ctx.mutants(s.problem) for s in suites}
+def run_suites(suites: Sequence[Suite], mutants: dict[str, list[Mutant]],
+               run_jobs: RunJobs) -> list[Row]:
+    """Plan, run and record: the executions rows of ``suites``."""
     plan = plan_jobs(suites, mutants)
     results = run_jobs(plan.jobs) if plan.jobs else []
     return execution_rows(suites, plan, results, mutants)
-
-
-# Retried: a dead sandbox worker is infrastructure, and re-running the same jobs is safe
-# (the part is replaced atomically). Failing tests are results, never exceptions.
-@task(name="execute", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=1)
-def execute(ctx: RunContext, step: int) -> Pointer:
-    """Every accumulated test vs final code, reference and mutants -> ``executions/part-all``."""
-    rows = run_execution(ctx, step, sandbox_runner(ctx))
-    return ctx.store.write("executions", step, "all", rows)

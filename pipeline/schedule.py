@@ -1,8 +1,8 @@
 """The training schedule as data: which role trains at which stage on which step.
 
-Pure functions, no Prefect: the train flow iterates :func:`plan` and each step's work is a
-function of (step, stage, role) and the run store, so a resumed run skips exactly the steps
-whose manifests are complete.
+The train flow iterates :func:`plan`; each step's work (``pipeline.catalogue``) is a function
+of (step, stage, role) and the run store, so a resumed run skips exactly the steps whose
+manifests are complete.
 
     >>> [(s.step, s.stage, s.role, s.phase) for s in plan(ScheduleConfig(1, 1, 2, (1,)))]
     [(1, 1, 'discriminator', 'discriminator'), (2, 1, 'generator', 'generator'), \
@@ -11,14 +11,13 @@ whose manifests are complete.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from configs.names import ROLES
 from configs.schema import ScheduleConfig
 
-ROLES = ("generator", "discriminator")
 T = TypeVar("T")
 
 
@@ -46,6 +45,16 @@ def plan(schedule: ScheduleConfig) -> list[PlannedStep]:
     return out
 
 
+def ends_stage(steps: Sequence[PlannedStep], index: int) -> bool:
+    """``steps[index]`` is the last step of its training stage (its checkpoint is logged).
+
+    >>> steps = plan(ScheduleConfig(1, 1, 0, (1, 2)))
+    >>> [ends_stage(steps, i) for i in range(len(steps))]
+    [False, True, False, True]
+    """
+    return index + 1 == len(steps) or steps[index + 1].stage != steps[index].stage
+
+
 def step_items(items: Sequence[T], step: int, k: int) -> list[T]:
     """The ``k`` items of ``step`` (1-based), cycling through ``items`` in order.
 
@@ -57,13 +66,3 @@ def step_items(items: Sequence[T], step: int, k: int) -> list[T]:
     k = min(k, len(items))
     start = (step - 1) * k
     return [items[(start + i) % len(items)] for i in range(k)]
-
-
-def derive_seed(base: int, *parts: object) -> int:
-    """A stable 31-bit seed for one (step, stage, role, ...) from the run's base seed.
-
-    >>> derive_seed(0, 3, 1, "generator") == derive_seed(0, 3, 1, "generator")
-    True
-    """
-    blob = "/".join(str(p) for p in (base, *parts)).encode()
-    return int.from_bytes(hashlib.sha256(blob).digest()[:4], "big") & 0x7FFFFFFF

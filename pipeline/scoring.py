@@ -12,11 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
-
-from artifacts.store import Pointer
 from configs.schema import RewardConfig
+from pipeline.chains import SampleKey
 from rewards import (
     INFRA,
     SampleOutcome,
@@ -25,9 +22,6 @@ from rewards import (
     group_signal,
     normalise_test,
 )
-from tasks.runtime import RunContext
-
-SampleKey = tuple[str, int]
 
 
 def outcomes_from_rows(tests: Iterable[dict[str, Any]], executions: Iterable[dict[str, Any]],
@@ -130,17 +124,3 @@ def reward_rows(outcomes: dict[SampleKey, SampleOutcome], cfg: RewardConfig,
             "n_infra_tests": len(o.infra_tests),
         })
     return rows
-
-
-@task(name="rewards", cache_policy=NO_CACHE)
-def score(ctx: RunContext, step: int, training_stage: int) -> Pointer:
-    """Per-sample generator and discriminator rewards -> ``rewards/part-all``."""
-    from tasks.rollout import step_samples
-
-    store = ctx.store
-    tests = store.read_table("tests", step=step).to_pylist()
-    executions = store.read_table("executions", step=step).to_pylist()
-    samples = [(p.id, j) for p, j in step_samples(ctx, step)]
-    outcomes = outcomes_from_rows(tests, executions, samples)
-    return store.write("rewards", step, "all", reward_rows(outcomes, ctx.cfg.rewards,
-                                                           training_stage))

@@ -14,11 +14,10 @@ import time
 from typing import Any
 
 import torch
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
+from configs.names import CODE_STAGE, ROLES, STAGES
+from configs.schema import WarmStartConfig
 from problems import Problem
-from tasks.runtime import RunContext
 
 
 def stage_texts(problem: Problem) -> list[str]:
@@ -46,11 +45,11 @@ def warm_start_examples(problems: list[Problem], tokenizer: Any, max_context_tok
     from models.prompts import discriminator_prompt, generator_prompt
 
     eos = tokenizer.eos_token or ""
-    out: dict[str, list[tuple[list[int], list[int]]]] = {"generator": [], "discriminator": []}
+    out: dict[str, list[tuple[list[int], list[int]]]] = {role: [] for role in ROLES}
     for problem in problems:
         texts = stage_texts(problem)
         tests = "\n".join(problem.baseline_tests)
-        for stage in range(1, 6):
+        for stage in STAGES:
             gen = generator_prompt(tokenizer, problem, stage, texts[:stage - 1],
                                    max_context_tokens)
             disc = discriminator_prompt(tokenizer, problem, stage, texts[:stage],
@@ -58,7 +57,7 @@ def warm_start_examples(problems: list[Problem], tokenizer: Any, max_context_tok
             for role, prompt, target in (("generator", gen, texts[stage - 1]),
                                          ("discriminator", disc, f"```python\n{tests}\n```")):
                 ids = tokenizer(target + eos, add_special_tokens=False)["input_ids"]
-                repeat = CODE_WEIGHT if role == "generator" and stage == 5 else 1
+                repeat = CODE_WEIGHT if role == "generator" and stage == CODE_STAGE else 1
                 out[role].extend([(prompt.ids, list(ids))] * repeat)
     return out
 
@@ -91,28 +90,24 @@ def supervised_steps(model: Any, params: list[torch.nn.Parameter],
     return losses
 
 
-@task(name="warm-start", cache_policy=NO_CACHE)
-def warm_start(ctx: RunContext) -> dict[str, float]:
-    """Fit both adapters; returns first/last loss per role (logged as ``warm_start/*``)."""
-    cfg = ctx.cfg.warm_start
-    policies = ctx.policies
+def fit_roles(policies: Any, problems: list[Problem], cfg: WarmStartConfig,
+              max_context_tokens: int, seed_for: Any) -> dict[str, float]:
+    """Fit the adapters of ``cfg.roles``; returns first/last loss and seconds per role
+    (``warm_start/*``). ``seed_for(role)`` is the role's seed."""
     stats: dict[str, float] = {}
-    for role, examples in warm_start_examples(
-            ctx.problems, policies.tokenizer_for("generator"),
-            ctx.cfg.model.max_context_tokens).items():
+    examples = warm_start_examples(problems, policies.tokenizer_for("generator"),
+                                   max_context_tokens)
+    for role, role_examples in examples.items():
         if role not in cfg.roles:
             continue
         start = time.perf_counter()
-        model = policies.model_for(role)
-        losses = supervised_steps(model, policies.trainable_parameters(role), examples,
-                                  steps=cfg.steps, lr=cfg.learning_rate,
+        losses = supervised_steps(policies.model_for(role), policies.trainable_parameters(role),
+                                  role_examples, steps=cfg.steps, lr=cfg.learning_rate,
                                   batch_size=cfg.batch_size,
                                   pad_token_id=policies.tokenizer_for(role).pad_token_id,
-                                  seed=ctx.seed("warm-start", role))
+                                  seed=seed_for(role))
         if losses:
             stats[f"warm_start/{role}_first_loss"] = losses[0]
             stats[f"warm_start/{role}_last_loss"] = losses[-1]
         stats[f"warm_start/{role}_seconds"] = time.perf_counter() - start
-    if ctx.tracker is not None and ctx.mlflow_run_id:
-        ctx.tracker.log_metrics(ctx.mlflow_run_id, stats, step=0)
     return stats

@@ -1,7 +1,7 @@
 """Reward functions: plain functions over one sample's execution results, chosen by name.
 
 Every function has the signature ``fn(outcome: SampleOutcome, cfg: RewardConfig) -> float``
-and is registered under the name ``configs/schema.py`` uses, so a YAML file picks rewards and
+and is registered under the name ``configs/sections.py`` uses, so a YAML file picks rewards and
 weights (``rewards.generator: {pass_rate: 1.0}``) without code changes (open-r1's pattern).
 :func:`compute_rewards` applies the weights and returns every component for the rewards table.
 

@@ -7,8 +7,8 @@ from typing import Any
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as RichProgress
 
+from pipeline.schedule import PlannedStep
 from tasks.runtime import RunContext, artifact_key
-from tasks.schedule import PlannedStep
 
 
 class Progress:

@@ -1,10 +1,10 @@
 """A recorded step read back: its parts, its config and plan, the adapters it started from.
 
-What ``flows.replay`` (a stage replayed into ``<ID>.replay``) and ``flows.recover`` (a failed
-step finished in place) share. Both read the same Parquet parts, rebuild the run's config,
-put the adapters (and optimizers) where the step started, checked against the recorded
-``adapter_version``, and run a stage with the train flow's own tasks, so neither can drift from
-what training does.
+What a replay (``tasks.replay``: a stage replayed into ``<ID>.replay``) and a recovery
+(``tasks.recover``: a failed step finished in place) share. Both read the same Parquet parts,
+rebuild the run's config, put the adapters (and optimizers) where the step started, checked
+against the recorded ``adapter_version``, and run the step catalogue's items with the train
+flow's own tasks (``tasks.step.run_item``), so neither can drift from what training does.
 
 Anything that makes a step impossible to replay or finish raises ``ReplayError`` naming the
 missing file or adapter version; a step whose manifest exists but is corrupt raises
@@ -23,16 +23,10 @@ import pyarrow as pa
 from artifacts.convert import ArtifactError
 from artifacts.store import ManifestCorrupt, RunStore
 from configs.schema import TrainConfig
-from tasks.execution import execute
-from tasks.rollout import generate_tests, rollout
+from pipeline.catalogue import items_of
+from pipeline.schedule import PlannedStep, plan
 from tasks.runtime import CONFIG_FILE, RunContext
-from tasks.schedule import PlannedStep, plan
-from tasks.scoring import score
-from tasks.update import ppo_update_task
-
-STAGES = ("rollout", "tests", "execute", "rewards", "update")
-CHAIN_STAGES = (1, 2, 3, 4, 5)
-Part = tuple[str, str]  # (table, part)
+from tasks.step import run_item
 
 
 class ReplayError(Exception):
@@ -65,37 +59,17 @@ def step_manifest(store: RunStore, step: int) -> dict | None:
         raise corrupt_manifest_error(store, exc) from None
 
 
-# -- what each stage writes ---------------------------------------------------------------------
-
-def test_parts() -> list[Part]:
-    return [("tests", "baseline")] + [("tests", f"stage-{s}") for s in CHAIN_STAGES]
-
-
-def stage_outputs(stage: str, planned: PlannedStep) -> list[Part]:
-    if stage == "rollout":
-        return [("chains", f"generator-{s}") for s in CHAIN_STAGES]
-    if stage == "tests":
-        return [("chains", f"discriminator-{s}") for s in CHAIN_STAGES] + test_parts()
-    return {"execute": [("executions", "all")], "rewards": [("rewards", "all")],
-            "update": [("updates", planned.role)]}[stage]
-
-
 # -- reading parts ------------------------------------------------------------------------------
-
-def part_uri(store: RunStore, table: str, step: int, part: str) -> str:
-    return (f"{store.root.rstrip('/')}/run_id={store.run_id}/table={table}/step={step:06d}/"
-            f"part-{part}.parquet")
-
 
 def read_part(store: RunStore, table: str, step: int, part: str) -> pa.Table:
     """One recorded part (checked against the manifest of a complete step), or ReplayError
     (``CorruptManifestError`` when the step's manifest is corrupt)."""
     manifest = step_manifest(store, step)
-    rel = f"table={table}/step={step:06d}/part-{part}.parquet"
+    rel = store.part_relpath(table, step, part)
     listed = (any(e["path"] == rel for e in manifest["files"]) if manifest is not None
               else part in store.list_parts(table, step))
     if not listed:
-        raise ReplayError(f"{part_uri(store, table, step, part)}: missing (step {step} of run "
+        raise ReplayError(f"{store.part_uri(table, step, part)}: missing (step {step} of run "
                           f"{store.run_id} has no {table} part {part!r})")
     try:
         return store.read_table(table, step=step, part=part)
@@ -111,8 +85,8 @@ def run_config(root: str, run_id: str, config: str | None = None,
                overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
     """The run's config as stored by the train flow (or ``config`` + ``overrides`` for runs
     recorded before configs were stored), with ``artifacts.root`` set to ``root``."""
-    from configs import ConfigError, load_config
-    from configs.loader import _deep_merge, config_from_dict, parse_override
+    from configs import ConfigError, apply_overrides, load_config
+    from configs.loader import config_from_dict
 
     store = RunStore(root, run_id)
     try:
@@ -126,9 +100,7 @@ def run_config(root: str, run_id: str, config: str | None = None,
                 raise ReplayError(f"{store.root}/run_id={run_id}/_run/{CONFIG_FILE}: missing (run "
                                   "recorded before configs were stored); pass --config FILE "
                                   "[--set key=value ...] with the config it ran with")
-            for item in overrides:
-                data = _deep_merge(data, parse_override(item), TrainConfig)
-            cfg = config_from_dict(data)
+            cfg = config_from_dict(apply_overrides(data, overrides))
     except (ConfigError, ArtifactError) as exc:
         raise ReplayError(str(exc)) from None
     return dataclasses.replace(cfg, artifacts=dataclasses.replace(cfg.artifacts, root=root))
@@ -174,8 +146,8 @@ def _mlflow_state(ctx: RunContext, step: int, roles: list[str], optimizers: bool
         with tempfile.TemporaryDirectory() as tmp:
             for role in roles:
                 local = tracker.load_checkpoint(found[role], Path(tmp) / role)
-                ctx.load_role(role, local / ADAPTER_DIR,
-                              local / OPTIMIZER_FILE if optimizers else None)
+                ctx.roles[role].load(local / ADAPTER_DIR,
+                                     local / OPTIMIZER_FILE if optimizers else None)
         return f"MLflow checkpoint of step {step} (run {run.info.run_id})"
     except (MlflowException, OSError, ArtifactError):
         return None
@@ -187,7 +159,7 @@ def load_start_state(ctx: RunContext, step: int, roles: list[str], expected: dic
     after step-1, the fresh adapters for step 1, or the MLflow checkpoint of step-1. Checks each
     against the recorded version; returns ``role -> "<version> (<source>)"``."""
     prev = step - 1
-    folder = ctx.state_dir / f"step={prev:06d}"
+    folder = ctx.resume.folder(prev)
     if folder.is_dir():
         for role in roles:
             ctx.restore_role(role, folder, optimizers)
@@ -197,14 +169,14 @@ def load_start_state(ctx: RunContext, step: int, roles: list[str], expected: dic
     else:
         source = _mlflow_state(ctx, prev, roles, optimizers)
         if source is None:
-            kept = ", ".join(f"step={s}" for s in ctx.state_steps()) or "none"
+            kept = ", ".join(f"step={s}" for s in ctx.resume.steps()) or "none"
             wanted = ", ".join(f"{expected[r]} ({r})" for r in roles if r in expected)
             raise ReplayError(f"adapter version {wanted or '(unrecorded)'} of step {prev} is "
                               f"gone: {folder} does not exist and MLflow has no checkpoint of "
                               f"step {prev} (kept states: {kept})")
     out = {}
     for role in roles:
-        version = ctx.policies.adapter_version(role)
+        version = ctx.roles[role].version
         if role in expected and version != expected[role]:
             raise ReplayError(f"adapter version {expected[role]} ({role}) of step {prev} is gone: "
                               f"{source} holds {version}")
@@ -214,18 +186,8 @@ def load_start_state(ctx: RunContext, step: int, roles: list[str], expected: dic
 
 # -- running stages -----------------------------------------------------------------------------
 
-def run_stage(ctx: RunContext, planned: PlannedStep, stage: str) -> None:
-    """The train flow's tasks for one stage of ``planned``, on ``ctx.store``."""
-    step = planned.step
-    if stage == "rollout":
-        for s in CHAIN_STAGES:  # generator stage s reads only generator stages < s
-            rollout(ctx, step, s)
-    elif stage == "tests":
-        for s in CHAIN_STAGES:
-            generate_tests(ctx, step, s)
-    elif stage == "execute":
-        execute(ctx, step)
-    elif stage == "rewards":
-        score(ctx, step, planned.stage)
-    else:
-        ppo_update_task(ctx, step, planned.role, planned.stage)
+def run_stage(ctx: RunContext, planned: PlannedStep, kind: str) -> None:
+    """The train flow's tasks for every item of ``kind`` (``pipeline.catalogue.KINDS``) of
+    ``planned``, on ``ctx.store``."""
+    for item in items_of(kind):
+        run_item(ctx, planned, item)

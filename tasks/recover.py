@@ -1,8 +1,8 @@
-"""``python -m flows.replay --run-id ID --failed``: finish, in place, the steps a crash left
-incomplete.
+"""Finish, in place, the steps a crash left incomplete (``python -m flows.replay --run-id ID
+--failed``).
 
 A step with files but no manifest keeps the parts that are there and readable; the first
-missing one and everything after it (each chain stage, execution, rewards, update) is redone
+work item (``pipeline.catalogue``) whose outputs are missing and every item after it is redone
 with the train flow's tasks from the state the step started from. Then the state is saved,
 the step logged, and the manifest written last, as the train flow does, so a second crash
 leaves the step incomplete again rather than half-recorded.
@@ -20,48 +20,24 @@ from __future__ import annotations
 
 from typing import Any
 
-import pyarrow.fs as pafs
-
 from artifacts.convert import ArtifactError
 from artifacts.store import ManifestCorrupt, RunStore
+from configs.names import ROLES
 from configs.schema import TrainConfig
-from tasks import generate_tests, rollout
+from pipeline.catalogue import step_parts, work_items
+from pipeline.schedule import PlannedStep, ends_stage, plan
 from tasks.recorded import (
-    CHAIN_STAGES,
     REBUILD_HINT,
     CorruptManifestError,
-    Part,
     ReplayError,
     load_start_state,
     planned_step,
     read_part,
     recorded_versions,
-    run_stage,
-    stage_outputs,
 )
 from tasks.reporting import close_step
 from tasks.runtime import RunContext, open_run
-from tasks.schedule import ROLES, PlannedStep, plan
-
-Item = tuple[str, int | None]  # (stage, chain stage for rollout/tests)
-
-
-def work_items() -> list[Item]:
-    """A step's work in the train flow's order: g1, d1, ..., g5, d5, execute, rewards, update."""
-    items: list[Item] = []
-    for s in CHAIN_STAGES:
-        items += [("rollout", s), ("tests", s)]
-    return items + [("execute", None), ("rewards", None), ("update", None)]
-
-
-def item_outputs(item: Item, planned: PlannedStep) -> list[Part]:
-    kind, s = item
-    if kind == "rollout":
-        return [("chains", f"generator-{s}")]
-    if kind == "tests":
-        return [("chains", f"discriminator-{s}"), ("tests", f"stage-{s}")] + \
-            ([("tests", "baseline")] if s == 1 else [])
-    return stage_outputs(kind, planned)
+from tasks.step import run_item
 
 
 def first_missing(store: RunStore, planned: PlannedStep, state_steps: list[int]) -> int:
@@ -69,7 +45,7 @@ def first_missing(store: RunStore, planned: PlannedStep, state_steps: list[int])
     readable (the update also needs its saved state); ``len(work_items())`` when all are."""
     items = work_items()
     for i, item in enumerate(items):
-        for table, part in item_outputs(item, planned):
+        for table, part in item.outputs(planned.role):
             try:
                 read_part(store, table, planned.step, part)
             except CorruptManifestError:
@@ -84,26 +60,19 @@ def finish_step(ctx: RunContext, planned: PlannedStep, last_of_stage: bool) -> d
     the state, log the step and write the manifest last (as the train flow does)."""
     step, items = planned.step, work_items()
     if step > 1 and not ctx.store.is_complete(step - 1):
-        raise ReplayError(f"{ctx.store.root}/run_id={ctx.run_id}/_manifests/step="
-                          f"{step - 1:06d}.json: missing; step {step} cannot be finished before "
-                          f"step {step - 1}")
-    start = first_missing(ctx.store, planned, ctx.state_steps())
+        raise ReplayError(f"{ctx.store.manifest_uri(step - 1)}: missing; step {step} cannot be "
+                          f"finished before step {step - 1}")
+    start = first_missing(ctx.store, planned, ctx.resume.steps())
     if start < len(items):
         expected = recorded_versions(ctx.store, step)
         load_start_state(ctx, step, list(ROLES), expected, optimizers=True)
-        for kind, s in items[start:]:
-            if kind == "rollout":
-                rollout(ctx, step, s)
-            elif kind == "tests":
-                generate_tests(ctx, step, s)
-            else:
-                run_stage(ctx, planned, kind)
+        for item in items[start:]:
+            run_item(ctx, planned, item)
         ctx.save_state(step)
     else:
         ctx.restore_state(step)  # only the manifest was missing
     _, manifest = close_step(ctx, step, planned.stage, planned.role, last_of_stage)
-    redone = "nothing (manifest only)" if start == len(items) else \
-        "-".join(str(x) for x in items[start] if x is not None)
+    redone = "nothing (manifest only)" if start == len(items) else items[start].name
     return {"step": step, "resumed_from": redone, "manifest": manifest}
 
 
@@ -141,7 +110,7 @@ def verify_rebuild(store: RunStore, planned: PlannedStep, exc: ManifestCorrupt) 
             raise ReplayError(f"{where}: {err}; the step's data is damaged too, nothing was "
                               "written") from None
     for rel, old in salvaged.items():
-        uri = f"{store.root.rstrip('/')}/run_id={store.run_id}/{rel}"
+        uri = store.uri_of(rel)
         if rel not in entries:
             raise ReplayError(f"{where}: {uri} is listed in it but missing; nothing was "
                               "written")
@@ -150,14 +119,13 @@ def verify_rebuild(store: RunStore, planned: PlannedStep, exc: ManifestCorrupt) 
                               f"{old['sha256'][:16]}, {old['bytes']} bytes recorded; "
                               f"{entries[rel]['sha256'][:16]}, {entries[rel]['bytes']} bytes "
                               "found); nothing was written")
-    for item in work_items():
-        for table, part in item_outputs(item, planned):
-            rel = f"table={table}/step={step:06d}/part-{part}.parquet"
-            if rel not in entries:
-                raise ReplayError(f"{where}: {store.root.rstrip('/')}/run_id={store.run_id}/"
-                                  f"{rel} is missing, so step {step} is not complete on disk; "
-                                  "nothing was written (to redo the step from there instead, "
-                                  "remove the manifest and run --failed)")
+    for table, part in step_parts(planned.role):
+        rel = store.part_relpath(table, step, part)
+        if rel not in entries:
+            raise ReplayError(f"{where}: {store.part_uri(table, step, part)} is missing, so "
+                              f"step {step} is not complete on disk; nothing was written (to "
+                              "redo the step from there instead, remove the manifest and run "
+                              "--failed)")
     return {"step": step, "manifest": exc.uri, "was": exc.reason, "entries": entries,
             "by_hash": sum(rel in salvaged for rel in entries),
             "by_reading": sum(rel not in salvaged for rel in entries)}
@@ -167,10 +135,7 @@ def write_rebuilt(store: RunStore, plan_: dict[str, Any]) -> dict[str, Any]:
     """Keep the corrupt manifest aside, write the new one (nothing else), check it lists the
     verified files."""
     step = plan_["step"]
-    path = f"{store.run_dir}/_manifests/step={step:06d}.json"
-    aside = path + ".corrupt"
-    if store.fs.get_file_info(path).type == pafs.FileType.File:
-        store.fs.copy_file(path, aside)
+    store.keep_manifest_aside(step, ".corrupt")
     uri = store.complete_step(step)
     written = {e["path"]: e["sha256"] for e in store.manifest(step)["files"]}
     if written != {rel: e["sha256"] for rel, e in plan_["entries"].items()}:
@@ -211,8 +176,7 @@ def finish_failed(cfg: TrainConfig, run_id: str, rebuild_manifest: bool = False)
     try:
         for step in todo:
             planned = steps[step - 1]
-            last_of_stage = step == len(steps) or steps[step].stage != planned.stage
-            out["finished"].append(finish_step(ctx, planned, last_of_stage))
+            out["finished"].append(finish_step(ctx, planned, ends_stage(steps, step - 1)))
         # the run is over only when its schedule is; else it waits for flows.train --run-id
         status = "FINISHED" if len(store.complete_steps()) == len(steps) else "KILLED"
     finally:

@@ -7,77 +7,15 @@ of this project); the tasks log it, publish Prefect artifacts, and write a stage
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from rewards.outcome import INFRA
+from configs.names import ROLES
+from pipeline.catalogue import EXECUTIONS, REWARDS, TESTS, UPDATES
+from pipeline.metrics import round3, skipped_line, skipped_updates, stage_table, step_metrics
 from tasks.runtime import RunContext, artifact_key
-from tasks.schedule import ROLES
-
-
-def _mean(values: list[float]) -> float:
-    return float(statistics.fmean(values)) if values else 0.0
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 3)
-
-
-def step_metrics(rewards: list[dict[str, Any]], executions: list[dict[str, Any]],
-                 updates: list[dict[str, Any]], tests: list[dict[str, Any]]) -> dict[str, float]:
-    """Namespaced means of one step (``generator/*``, ``discriminator/*``, ``ppo/*``, ...).
-
-    Reward means cover the scored samples only: a masked sample (an ``infra`` verdict, see
-    ``rewards.SampleOutcome.masked``) has no reward and is counted instead, in
-    ``sandbox/infra_masked_samples`` (and ``_fraction``); masking is per sample for both roles,
-    so the count is that of the role the step updates as well as of the other one.
-    ``sandbox/infra_verdicts`` counts the executions the harness, not the code, decided.
-    """
-    all_rows = rewards
-    rewards = [r for r in all_rows if not r.get("masked")]
-    n_masked = len(all_rows) - len(rewards)
-    m: dict[str, float] = {
-        "generator/reward": _mean([r["generator_reward"] for r in rewards]),
-        "generator/pass_rate": _mean([r["n_passed_valid"] / r["n_valid"] if r["n_valid"]
-                                      else 0.0 for r in rewards]),
-        "generator/baseline_pass_rate": _mean([r["n_baseline_passed"] / r["n_baseline"]
-                                               for r in rewards if r["n_baseline"]]),
-        "discriminator/reward": _mean([r["discriminator_reward"] for r in rewards]),
-        "discriminator/validity": _mean([r["validity"] for r in rewards
-                                         if r["validity"] is not None]),
-        "discriminator/bug_catch": _mean([r["bug_catch"] for r in rewards
-                                          if r["bug_catch"] is not None]),
-        "discriminator/mutants_killed": _mean([r["n_mutants_killed"] / r["n_mutants"]
-                                               for r in rewards if r["n_mutants"]]),
-        "discriminator/valid_tests": _mean([r["n_valid"] for r in rewards]),
-        "rewards/generator_groups_skipped": _mean([r["generator_group_skipped"]
-                                                   for r in rewards]),
-        "rewards/discriminator_groups_skipped": _mean([r["discriminator_group_skipped"]
-                                                       for r in rewards]),
-        "sandbox/infra_masked_samples": float(n_masked),
-        "sandbox/infra_masked_fraction": n_masked / len(all_rows) if all_rows else 0.0,
-    }
-    kept = [t for t in tests if t["origin"] == "discriminator"]
-    m["tests/parsed"] = float(sum(t["parse_status"] == "ok" for t in kept))
-    m["tests/dropped"] = float(sum(t["parse_status"] == "dropped" for t in kept))
-    m["tests/duplicates"] = float(sum(t["is_duplicate"] for t in kept))
-    cand = [e for e in executions if e["target_kind"] == "candidate"]
-    m["sandbox/executions"] = float(len(executions))
-    m["sandbox/timeouts"] = float(sum(e["status"] == "timeout" for e in executions))
-    m["sandbox/infra_verdicts"] = float(sum(e["status"] == INFRA for e in executions))
-    m["sandbox/candidate_errors"] = float(sum(e["status"] == "error" for e in cand))
-    m["sandbox/no_code"] = float(sum(e["status"] == "not_run" for e in cand))
-    m["sandbox/seconds"] = float(sum(e["duration_s"] for e in executions))
-    for u in updates:
-        for key in ("loss", "approx_kl", "clip_fraction", "entropy", "grad_norm"):
-            if u.get(key) is not None:
-                m[f"ppo/{key}"] = float(u[key])
-        m["ppo/n_tokens"] = float(u["n_tokens"])
-        m["ppo/seconds"] = float(u["duration_s"])
-    return m
 
 
 @task(name="log-step", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2)
@@ -86,20 +24,20 @@ def log_step(ctx: RunContext, step: int, stage: int, role: str) -> dict[str, flo
     from prefect.artifacts import create_table_artifact
 
     read = ctx.store.read_table
-    metrics = step_metrics(read("rewards", step=step).to_pylist(),
-                           read("executions", step=step).to_pylist(),
-                           read("updates", step=step).to_pylist(),
-                           read("tests", step=step).to_pylist())
+    metrics = step_metrics(read(REWARDS, step=step).to_pylist(),
+                           read(EXECUTIONS, step=step).to_pylist(),
+                           read(UPDATES, step=step).to_pylist(),
+                           read(TESTS, step=step).to_pylist())
     metrics["schedule/stage"] = float(stage)
     if ctx.tracker is not None and ctx.mlflow_run_id:
         ctx.tracker.log_metrics(ctx.mlflow_run_id, metrics, step=step)
-    rows = read("rewards", step=step).to_pylist()
+    rows = read(REWARDS, step=step).to_pylist()
     masked = int(metrics["sandbox/infra_masked_samples"])
     create_table_artifact(
         [{"problem": r["problem_id"], "sample": r["sample_idx"],
-          "generator_reward": _round(r["generator_reward"]),
-          "discriminator_reward": _round(r["discriminator_reward"]),
-          "validity": _round(r["validity"]), "valid_tests": r["n_valid"],
+          "generator_reward": round3(r["generator_reward"]),
+          "discriminator_reward": round3(r["discriminator_reward"]),
+          "validity": round3(r["validity"]), "valid_tests": r["n_valid"],
           "baseline_passed": f"{r['n_baseline_passed']}/{r['n_baseline']}",
           "masked": "infra" if r["masked"] else ""} for r in rows],
         key=f"{artifact_key(ctx.run_id)}-step-{step}",
@@ -124,12 +62,12 @@ def checkpoint_stage(ctx: RunContext, step: int, stage: int,
              "discriminator": tracking.discriminator_registry_name}
     bases = {"generator": ctx.cfg.model.generator,
              "discriminator": ctx.cfg.model.discriminator_base}
-    folder = ctx.state_dir / f"step={step:06d}"
+    folder = ctx.resume.folder(step)  # the role's adapter folder, as RoleState.save wrote it
     for role in ROLES:
         ckpt = ctx.tracker.save_checkpoint(
             ctx.mlflow_run_id, role, step, stage, str(folder / role), ckpt_metrics,
-            optimizer_state=ctx.optimizers[role].state_dict(),
-            extra={"run_id": ctx.run_id, "adapter_version": ctx.policies.adapter_version(role)})
+            optimizer_state=ctx.roles[role].optimizer.state_dict(),
+            extra={"run_id": ctx.run_id, "adapter_version": ctx.roles[role].version})
         entry = {"role": role, "step": step, "stage": stage, "score": ckpt.score}
         if tracking.register_models:
             version = ctx.tracker.register_checkpoint(ctx.mlflow_run_id, ckpt, names[role],
@@ -151,59 +89,32 @@ def close_step(ctx: RunContext, step: int, stage: int, role: str,
     return metrics, ctx.store.complete_step(step)
 
 
-SKIP_MASKED = "every sample masked (infra verdicts: the sandbox failed, not the code)"
-SKIP_SINGLETONS = "groups of one sample (group-relative advantages need >= 2 per problem)"
-SKIP_NO_SPREAD = "every problem's samples scored the same (no reward spread)"
-SKIP_NO_TOKENS = "no response tokens at the trained stage"
-
-
-def skipped_updates(updates: list[dict[str, Any]], rewards: list[dict[str, Any]],
-                    group_relative: bool = True) -> dict[str, int]:
-    """Why each update without a trained token (``n_tokens == 0``: no optimizer step, the
-    adapter unchanged) was skipped -> how many; from the updates and rewards tables.
-    ``group_relative``: ``ppo.advantage == "group"`` (GAE skips no group).
-
-    >>> ups = [{"step": 1, "role": "generator", "n_sequences": 2, "n_tokens": 0},
-    ...        {"step": 2, "role": "generator", "n_sequences": 0, "n_tokens": 0},
-    ...        {"step": 3, "role": "generator", "n_sequences": 4, "n_tokens": 9}]
-    >>> rws = [{"step": 1, "problem_id": p, "masked": False, "generator_group_skipped": True}
-    ...        for p in "ab"]
-    >>> skipped_updates(ups, rws) == {SKIP_SINGLETONS: 1, SKIP_MASKED: 1}
-    True
-    """
-    by_step: dict[int, list[dict[str, Any]]] = {}
-    for r in rewards:
-        if not r.get("masked"):
-            by_step.setdefault(int(r["step"]), []).append(r)
-    reasons: dict[str, int] = {}
-    for u in updates:
-        if int(u["n_tokens"]) > 0:
-            continue
-        scored = by_step.get(int(u["step"]), [])
-        sizes: dict[Any, int] = {}
-        for r in scored:
-            sizes[r["problem_id"]] = sizes.get(r["problem_id"], 0) + 1
-        if int(u["n_sequences"]) == 0 or not scored:
-            why = SKIP_MASKED
-        elif not group_relative:
-            why = SKIP_NO_TOKENS
-        elif max(sizes.values()) < 2:
-            why = SKIP_SINGLETONS
-        elif all(r[f"{u['role']}_group_skipped"] for r in scored):
-            why = SKIP_NO_SPREAD
-        else:
-            why = SKIP_NO_TOKENS
-        reasons[why] = reasons.get(why, 0) + 1
-    return reasons
-
-
-def skipped_line(n_updates: int, reasons: dict[str, int]) -> str:
-    """One line for the run summary: how many updates were skipped, and why."""
-    n_skipped = sum(reasons.values())
-    if not n_skipped:
-        return f"{n_updates}, none skipped"
-    why = "; ".join(f"{n}: {reason}" for reason, n in reasons.items())
-    line = f"{n_skipped} of {n_updates} skipped, no optimizer step ({why})"
-    if n_skipped == n_updates:
-        line += " -- no update carried signal: the adapters were never trained by PPO"
-    return line
+def finish_run(ctx: RunContext) -> dict:
+    """Close the MLflow run and say where everything is."""
+    ctx.tracker.end_run(ctx.mlflow_run_id)
+    cfg = ctx.cfg
+    summary = {
+        "run_id": ctx.run_id,
+        "run_store": ctx.store.run_dir,
+        "mlflow_tracking_uri": ctx.tracker.tracking_uri,
+        "mlflow_run_id": ctx.mlflow_run_id,
+        "registered_models": [cfg.tracking.generator_registry_name,
+                              cfg.tracking.discriminator_registry_name]
+        if cfg.tracking.register_models else [],
+    }
+    updates = ctx.store.read(UPDATES)
+    summary["updates"] = len(updates)
+    summary["skipped_updates"] = skipped_updates(updates.to_dict("records"),
+                                                 ctx.store.read(REWARDS).to_dict("records"),
+                                                 cfg.ppo.advantage == "group")
+    print(stage_table(ctx.store.read(REWARDS)))
+    print("\nTraining finished.\n"
+          f"  run store   : {summary['run_store']}\n"
+          f"  mlflow      : {summary['mlflow_tracking_uri']} (run {ctx.mlflow_run_id})\n"
+          f"  models      : {', '.join(summary['registered_models']) or '(not registered)'}"
+          " (aliases: candidate, champion)\n"
+          f"  updates     : {skipped_line(len(updates), summary['skipped_updates'])}\n"
+          f"  browse      : mlflow ui --backend-store-uri {summary['mlflow_tracking_uri']}"
+          " --host 127.0.0.1 --workers 1\n"
+          f"  read tables : pandas.read_parquet('{ctx.store.run_dir}/table=rewards')")
+    return summary

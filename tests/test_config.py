@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from configs import ConfigError, TrainConfig, config_hash, config_to_dict, flatten, load_config
+from configs import (
+    ConfigError,
+    TrainConfig,
+    apply_overrides,
+    config_hash,
+    config_to_dict,
+    flatten,
+    load_config,
+)
+from configs.loader import config_from_dict, read_yaml
 
 CONFIGS = sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.yaml"))
 
@@ -96,3 +106,33 @@ def test_shared_layout_refuses_two_bases() -> None:
         load_config(None, ["model.discriminator=other/model"])
     cfg = load_config(None, ["model.discriminator=other/model", "model.layout=separate"])
     assert cfg.model.discriminator_base == "other/model"
+
+
+def test_apply_overrides_is_the_path_load_config_takes() -> None:
+    overrides = ["ppo.learning_rate=1e-5", "schedule.stages=[2, 3]",
+                 "rewards.generator={shifted_pass_rate: 1.0}"]
+    data = read_yaml("configs/tiny.yaml")
+    before = config_to_dict(config_from_dict(data))
+    merged = apply_overrides(data, overrides)
+    assert config_to_dict(config_from_dict(data)) == before  # the input is left unchanged
+    assert config_from_dict(merged) == load_config("configs/tiny.yaml", overrides)
+    # a stored run's config (config_to_dict) takes the same overrides
+    stored = config_to_dict(load_config("configs/tiny.yaml"))
+    assert config_from_dict(apply_overrides(stored, ["ppo.epochs=3"])).ppo.epochs == 3
+    assert apply_overrides(stored, []) == stored
+
+
+@pytest.mark.parametrize("override, fragment", [
+    ("ppo.clip=0.2", "unknown key ppo.clip"),
+    ("ppo.learning_rate=-1", "ppo.learning_rate=-1"),
+    ("schedule.stages=[6]", "schedule.stages=(6,)"),
+    ("novalue", "expected key=value"),
+])
+def test_apply_overrides_checks_like_load_config(override: str, fragment: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(fragment)):
+        apply_overrides({}, [override])
+
+
+def test_apply_overrides_refuses_a_single_string() -> None:
+    with pytest.raises(TypeError, match="one string"):
+        apply_overrides({}, "ppo.epochs=2")

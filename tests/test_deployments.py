@@ -12,7 +12,6 @@ import asyncio
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -21,12 +20,14 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from procs import kill_group, log_tail, start
 
 from deployments import load_prefect_yaml, pool_names
 
 REPO = Path(__file__).resolve().parent.parent
 PREFECT = [sys.executable, "-m", "prefect"]
 WORKER_DEADLINE_S = 300  # the worker picks the run up and trains it: ~60 s on an idle machine
+STOP_GRACE_S = 20  # from SIGTERM to SIGKILL when the server and the worker are stopped
 
 
 def test_prefect_yaml_declares_the_deployments():
@@ -49,28 +50,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def start(cmd: list[str], env: dict[str, str], log: Path, cwd: Path) -> subprocess.Popen:
-    # own session: the kill below takes the process and everything it started
-    with open(log, "wb") as out:
-        return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
-def log_tail(log: Path, chars: int = 4000) -> str:
-    text = log.read_text(errors="replace") if log.exists() else "(no log written)"
-    return f"--- {log.name} (last {chars} chars) ---\n{text[-chars:]}"
 
 
 def wait_healthy(api_url: str, server: subprocess.Popen, log: Path, timeout: float = 240) -> None:
@@ -102,12 +81,12 @@ def start_server(env: dict[str, str], tmp_path: Path) -> tuple[subprocess.Popen,
         api_url = f"http://127.0.0.1:{port}/api"
         log = tmp_path / f"server-{attempt}.log"
         server = start([*PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                       {**env, "PREFECT_API_URL": api_url}, log, tmp_path)
+                       {**env, "PREFECT_API_URL": api_url}, tmp_path, log)
         try:
             wait_healthy(api_url, server, log)
             return server, api_url, log
         except AssertionError:
-            stop(server)
+            kill_group(server, STOP_GRACE_S)
             taken = re.search(r"already\s+in\s+use", log.read_text(errors="replace"), re.I)
             if attempt == 3 or not taken:
                 raise
@@ -177,7 +156,7 @@ def test_deploy_and_run_train_through_a_worker(tiny_model_dir, tmp_path):
 
         worker = start([*PREFECT, "--no-prompt", "worker", "start", "--pool", "adversarial-cpu",
                         "--type", "process", "--run-once", "--limit", "1"],
-                       worker_env, tmp_path / "worker.log", tmp_path)
+                       worker_env, tmp_path, tmp_path / "worker.log")
         try:
             worker.wait(timeout=WORKER_DEADLINE_S)
         except subprocess.TimeoutExpired:
@@ -197,7 +176,7 @@ def test_deploy_and_run_train_through_a_worker(tiny_model_dir, tmp_path):
     finally:
         for proc in (worker, server):
             if proc is not None:
-                stop(proc)
+                kill_group(proc, STOP_GRACE_S)
 
     assert run.state.is_completed(), f"{run.state!r}\n{log}\n{log_tail(server_log)}"
     assert run.deployment_id == dep.id

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from configs.schema import TrainConfig
-from models.evaluation import (
+from pipeline.evaluation import (
     call_inputs,
     coherence,
     exercised_classes,

@@ -6,16 +6,20 @@ Fake sandbox results only: no sandbox, model or Prefect.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 
 import pyarrow.parquet as pq
 import pytest
 import torch
+from fake_execution import LIMITS, FakeResult, LegacyResult, run_in_process, suite
 
 from artifacts import RunStore
 from artifacts.schemas import get_schema
 from configs import RewardConfig
 from models.ppo import group_advantages
+from pipeline.execution import NO_LIMITS, NOT_RUN, execution_rows, plan_jobs
+from pipeline.metrics import step_metrics
+from pipeline.scoring import outcomes_from_rows, reward_rows
+from pipeline.update import build_batch
 from problems import load_problems
 from rewards import (
     DISCRIMINATOR_REWARDS,
@@ -26,37 +30,12 @@ from rewards import (
     TestVerdict,
     compute_rewards,
 )
-from tasks.execution import NO_LIMITS, NOT_RUN, Suite, execution_rows, plan_jobs
-from tasks.reporting import step_metrics
-from tasks.scoring import outcomes_from_rows, reward_rows
-from tasks.update import build_batch
 
 CFG = RewardConfig(generator={"pass_rate": 1.0},
                    discriminator={"adversarial_validity": 1.0, "mutation_kill": 0.5})
-LIMITS = {"timeout_s": 2.0, "memory_mb": 256, "nofile": 64}
 RIGHT = "def add(a, b):\n    return a + b"
 WRONG = "def add(a, b):\n    return a - b"
 GOOD, BAD = "assert add(1, 1) == 2", "assert add(2, 2) == 5"  # valid / invalid test
-
-
-@dataclass
-class FakeOutcome:
-    status: str
-    message: str = ""
-    duration_s: float = 0.01
-
-
-@dataclass
-class FakeResult:
-    outcomes: list
-    isolation: str = "fake"
-    limits: dict = field(default_factory=lambda: dict(LIMITS))
-
-
-@dataclass
-class LegacyResult:  # an ExecutionResult from before the sandbox reported its limits
-    outcomes: list
-    isolation: str = "fake"
 
 
 @pytest.fixture(scope="module")
@@ -64,34 +43,12 @@ def add():
     return next(p for p in load_problems("demo") if p.id == "add")
 
 
-def _suite(add, j: int, code: str | None, snippets: list[str]) -> Suite:
-    tests = [{"test_id": f"s1.{i}", "snippet": s, "stage": 1, "origin": "discriminator",
-              "test_idx": i} for i, s in enumerate(snippets)]
-    tests.append({"test_id": "b.0", "snippet": add.baseline_tests[0], "stage": 0,
-                  "origin": "baseline", "test_idx": 0})
-    return Suite(add, j, code, "no fenced code" if code is None else "", tests)
-
-
 def _run(add, suites, infra: dict[tuple[str, int | None], set[str]], result=FakeResult):
-    """Execute for real (in-process), then replace ``infra[(kind, sample)]`` snippets'
-    verdicts by ``infra``; returns executions rows, tests rows and the rewards rows."""
+    """Execute for real (in-process), with an INFRA verdict for the snippets of
+    ``infra[(kind, sample)]``; returns executions rows, tests rows and the rewards rows."""
     mutants = {"add": [Mutant(WRONG, "+ -> -", "arith")]}
     plan = plan_jobs(suites, mutants)
-    results = []
-    for (kind, _, _, j), (code, tests) in zip(plan.targets, plan.jobs, strict=True):
-        ns: dict = {}
-        exec(code, ns)
-        outcomes = []
-        for t in tests:
-            if t in infra.get((kind, j), ()):
-                outcomes.append(FakeOutcome(INFRA, "worker died"))
-                continue
-            try:
-                exec(t, dict(ns))
-                outcomes.append(FakeOutcome("passed"))
-            except AssertionError:
-                outcomes.append(FakeOutcome("failed"))
-        results.append(result(outcomes))
+    results = run_in_process(plan, infra, result)
     rows = execution_rows(suites, plan, results, mutants)
     tests = [dict(t, problem_id="add", sample_idx=s.sample_idx, parse_status="ok",
                   is_duplicate=False) for s in suites for t in s.tests]
@@ -101,8 +58,8 @@ def _run(add, suites, infra: dict[tuple[str, int | None], set[str]], result=Fake
 
 
 def test_infra_on_the_candidate_masks_the_sample_and_never_scores_it(add):
-    suites = [_suite(add, 0, RIGHT, [GOOD]), _suite(add, 1, WRONG, [GOOD]),
-              _suite(add, 2, RIGHT, [GOOD, BAD])]
+    suites = [suite(add, 0, RIGHT, [GOOD]), suite(add, 1, WRONG, [GOOD]),
+              suite(add, 2, RIGHT, [GOOD, BAD])]
     rows, outcomes, rewards = _run(add, suites, {("candidate", 2): {GOOD}})
     assert [r["status"] for r in rows if r["sample_idx"] == 2 and r["test_id"] == "s1.0"
             and r["target_kind"] == "candidate"] == [INFRA]   # recorded as the sandbox said
@@ -132,14 +89,14 @@ def test_infra_on_the_candidate_masks_the_sample_and_never_scores_it(add):
 
 
 def test_infra_on_an_invalid_test_is_read_by_no_reward_and_masks_nothing(add):
-    suites = [_suite(add, 0, RIGHT, [GOOD, BAD]), _suite(add, 1, WRONG, [GOOD])]
+    suites = [suite(add, 0, RIGHT, [GOOD, BAD]), suite(add, 1, WRONG, [GOOD])]
     _, outcomes, rewards = _run(add, suites, {("candidate", 0): {BAD}, ("mutant", None): {BAD}})
     assert not outcomes[("add", 0)].masked
     assert rewards[0]["generator_reward"] == 1.0 and rewards[0]["n_invalid"] == 1
 
 
 def test_infra_reference_verdict_is_neither_valid_nor_invalid(add):
-    suites = [_suite(add, 0, RIGHT, [GOOD, BAD]), _suite(add, 1, WRONG, [GOOD, BAD])]
+    suites = [suite(add, 0, RIGHT, [GOOD, BAD]), suite(add, 1, WRONG, [GOOD, BAD])]
     _, outcomes, rewards = _run(add, suites, {("reference", None): {BAD}})
     for key in (("add", 0), ("add", 1)):
         bad = next(t for t in outcomes[key].tests if t.origin == "discriminator"
@@ -161,7 +118,7 @@ def test_infra_reference_verdict_is_neither_valid_nor_invalid(add):
 
 
 def test_infra_on_a_mutant_leaves_kill_credit_unknown_and_masks(add):
-    suites = [_suite(add, 0, RIGHT, [GOOD]), _suite(add, 1, WRONG, [GOOD])]
+    suites = [suite(add, 0, RIGHT, [GOOD]), suite(add, 1, WRONG, [GOOD])]
     _, outcomes, rewards = _run(add, suites, {("mutant", None): {GOOD}})
     good = next(t for t in outcomes[("add", 0)].tests if t.origin == "discriminator")
     assert good.mutants_killed == (None,) and not good.killed(0)
@@ -185,8 +142,8 @@ def test_reward_functions_refuse_a_masked_outcome():
 
 
 def test_step_metrics_count_masked_samples_and_infra_verdicts(add):
-    suites = [_suite(add, 0, RIGHT, [GOOD]), _suite(add, 1, WRONG, [GOOD]),
-              _suite(add, 2, RIGHT, [GOOD]), _suite(add, 3, WRONG, [GOOD])]
+    suites = [suite(add, 0, RIGHT, [GOOD]), suite(add, 1, WRONG, [GOOD]),
+              suite(add, 2, RIGHT, [GOOD]), suite(add, 3, WRONG, [GOOD])]
     rows, _, rewards = _run(add, suites, {("candidate", 2): {GOOD, add.baseline_tests[0]}})
     m = step_metrics(rewards, rows, [], [])
     assert m["sandbox/infra_masked_samples"] == 1.0
@@ -199,7 +156,7 @@ def test_step_metrics_count_masked_samples_and_infra_verdicts(add):
 
 
 def test_limits_land_in_the_executions_rows_and_the_store(add, tmp_path):
-    suites = [_suite(add, 0, RIGHT, [GOOD]), _suite(add, 1, None, [GOOD])]
+    suites = [suite(add, 0, RIGHT, [GOOD]), suite(add, 1, None, [GOOD])]
     rows, _, rewards = _run(add, suites, {})
     ran = [r for r in rows if r["status"] != NOT_RUN]
     assert ran and all(json.loads(r["limits"]) == LIMITS for r in ran)
@@ -219,7 +176,7 @@ def test_limits_land_in_the_executions_rows_and_the_store(add, tmp_path):
                                         ("rewards", {"masked": False, "n_infra_tests": 0})])
 def test_parts_of_the_previous_schema_version_still_read(add, tmp_path, table, fill):
     """A run recorded before v2 (no limits, no mask) still resumes, replays and reports."""
-    rows, _, rewards = _run(add, [_suite(add, 0, RIGHT, [GOOD])], {})
+    rows, _, rewards = _run(add, [suite(add, 0, RIGHT, [GOOD])], {})
     store = RunStore(str(tmp_path), run_id="r")
     ptr = store.write(table, 1, "all", rows if table == "executions" else rewards)
     path = tmp_path / "run_id=r" / ptr.relpath
@@ -238,21 +195,16 @@ def test_parts_of_the_previous_schema_version_still_read(add, tmp_path, table, f
 def test_an_update_whose_samples_are_all_masked_changes_nothing():
     from types import SimpleNamespace
 
-    from tasks.update import run_update
+    from configs import TrainConfig
+    from pipeline.update import update_role
 
-    class Rows(list):
-        def to_pylist(self):
-            return list(self)
-
-    chains = Rows([{"problem_id": "add", "sample_idx": 0, "prompt_token_ids": [1],
-                    "output_token_ids": [5], "output_logprobs": [-0.1]}])
-    rewards = Rows([{"problem_id": "add", "sample_idx": 0, "generator_reward": None,
-                     "discriminator_reward": None, "masked": True}])
-    store = SimpleNamespace(read_table=lambda table, **kw: chains if table == "chains"
-                            else rewards)
-    policies = SimpleNamespace(adapter_version=lambda role: "v1")  # no model is touched
-    ctx = SimpleNamespace(store=store, policies=policies,
-                          optimizers={"generator": SimpleNamespace(param_groups=[{"lr": 1e-4}])})
-    row = run_update(ctx, 1, "generator", 1)
+    chains = [{"problem_id": "add", "sample_idx": 0, "prompt_token_ids": [1],
+               "output_token_ids": [5], "output_logprobs": [-0.1]}]
+    rewards = [{"problem_id": "add", "sample_idx": 0, "generator_reward": None,
+                "discriminator_reward": None, "masked": True}]
+    # no model is touched: a role state with only a version and a learning rate suffices
+    state = SimpleNamespace(role="generator", version="v1", learning_rate=1e-4)
+    cfg = TrainConfig()
+    row = update_role(state, chains, rewards, stage=1, sampling=cfg.sampling, ppo=cfg.ppo)
     assert row["n_sequences"] == 0 and row["n_tokens"] == 0
     assert row["adapter_version_before"] == row["adapter_version_after"] == "v1"

@@ -2,32 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 import torch
+from fake_execution import run_in_process
+from fake_execution import suite as _suite
 
 from configs import RewardConfig, ScheduleConfig
+from pipeline.chains import baseline_rows, parsed_test_rows
+from pipeline.execution import NOT_RUN, execution_rows, plan_jobs
+from pipeline.schedule import plan, step_items
+from pipeline.scoring import outcomes_from_rows, reward_rows
+from pipeline.update import build_batch
 from problems import load_problems
 from rewards import Mutant
-from tasks.execution import NOT_RUN, Suite, execution_rows, plan_jobs
-from tasks.rollout import baseline_rows, parsed_test_rows
-from tasks.schedule import plan, step_items
-from tasks.scoring import outcomes_from_rows, reward_rows
-from tasks.update import build_batch
-
-
-@dataclass
-class FakeOutcome:
-    status: str
-    message: str = ""
-    duration_s: float = 0.01
-
-
-@dataclass
-class FakeResult:
-    outcomes: list
-    isolation: str = "fake"
 
 
 @pytest.fixture(scope="module")
@@ -64,14 +51,6 @@ def test_tests_are_parsed_deduplicated_and_accumulated(add) -> None:
         f"b.{i}" for i in range(len(add.baseline_tests))]
 
 
-def _suite(add, j: int, code: str | None, snippets: list[str]) -> Suite:
-    tests = [{"test_id": f"s1.{i}", "snippet": s, "stage": 1, "origin": "discriminator",
-              "test_idx": i} for i, s in enumerate(snippets)]
-    tests.append({"test_id": "b.0", "snippet": add.baseline_tests[0], "stage": 0,
-                  "origin": "baseline", "test_idx": 0})
-    return Suite(add, j, code, "no fenced code" if code is None else "", tests)
-
-
 def test_execution_plan_deduplicates_shared_work(add) -> None:
     suites = [_suite(add, 0, "def add(a, b):\n    return a + b", ["assert add(1, 1) == 2"]),
               _suite(add, 1, "def add(a, b):\n    return a - b", ["assert add(1, 1) == 2"]),
@@ -84,22 +63,7 @@ def test_execution_plan_deduplicates_shared_work(add) -> None:
     assert len(plan.jobs[2][1]) == 3  # the reference runs each distinct test once
     assert len(plan.jobs[3][1]) == 2  # mutants only face discriminator tests
 
-    def fake(jobs):
-        out = []
-        for code, tests in jobs:
-            ns: dict = {}
-            exec(code, ns)
-            statuses = []
-            for t in tests:
-                try:
-                    exec(t, dict(ns))
-                    statuses.append(FakeOutcome("passed"))
-                except AssertionError:
-                    statuses.append(FakeOutcome("failed"))
-            out.append(FakeResult(statuses))
-        return out
-
-    rows = execution_rows(suites, plan, fake(plan.jobs), mutants)
+    rows = execution_rows(suites, plan, run_in_process(plan), mutants)
     by = {(r["sample_idx"], r["test_id"], r["target_id"]): r["status"] for r in rows}
     assert by[(0, "s1.0", "candidate")] == "passed"
     assert by[(1, "s1.0", "candidate")] == "failed"

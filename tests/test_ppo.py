@@ -1,5 +1,6 @@
 """PPO maths (``models/ppo.py``): each helper against a naive loop, the loss by hand, and the
-update on a toy softmax policy (a parameter table: no model download, runs in milliseconds)."""
+update on a toy softmax policy (a parameter table: no model download, runs in milliseconds).
+The update's packed batch on the tiny model: ``test_ppo_packing.py``."""
 
 from __future__ import annotations
 

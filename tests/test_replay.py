@@ -13,17 +13,11 @@ import pytest
 from test_train_flow import overrides
 
 from artifacts import RunStore
-from flows.replay import (
-    REPLAY_SUFFIX,
-    ReplayError,
-    compare_tables,
-    inputs_to_copy,
-    main,
-    replay_sequence,
-    replay_stage,
-    run_config,
-)
-from tasks.schedule import PlannedStep
+from flows.replay import main
+from pipeline.compare import compare_tables
+from pipeline.schedule import PlannedStep
+from tasks.recorded import ReplayError, run_config
+from tasks.replay import REPLAY_SUFFIX, inputs_to_copy, replay_sequence, replay_stage
 
 REPO = Path(__file__).resolve().parent.parent
 RUN = "replay-src"
@@ -211,14 +205,13 @@ def test_execution_replay_reproduces_real_verdicts(run_copy):
     """The tiny model writes no code; give step 1 real candidates (one right, one raising) and
     valid and invalid discriminator tests, finish it, then replay its execution."""
     from flows.replay import replay
-    from tasks.rollout import step_samples
     from tasks.runtime import RunContext
 
     store = _make_step_incomplete(run_copy, 1)
     ctx = RunContext.open(run_config(str(run_copy), RUN), RUN, load_models=False)
     chains = store.read_table("chains", step=1, part="generator-5").to_pylist()
     tests = []
-    for row, (problem, j) in zip(chains, step_samples(ctx, 1), strict=True):
+    for row, (problem, j) in zip(chains, ctx.samples(1), strict=True):
         bad = f"def {problem.entry_point}(*args, **kwargs):\n    raise ValueError('nope')\n"
         row["output_text"] = f"```python\n{problem.reference_solution if j == 0 else bad}```"
         good = problem.baseline_tests[0]

@@ -179,8 +179,8 @@ def test_truncated_adapter_falls_back_without_a_traceback(run_copy, capfd, caplo
 ])
 def test_every_damaged_state_file_is_detected_and_step_2_reopened(run_copy, rel, damage,
                                                                    capsys):
-    from tasks.runtime import resume_point
-    from tasks.schedule import plan
+    from pipeline.schedule import plan
+    from tasks.resume import resume_point
 
     damage(run_copy.state(2) / rel)
     ctx = run_copy.context()
@@ -192,12 +192,12 @@ def test_every_damaged_state_file_is_detected_and_step_2_reopened(run_copy, rel,
     assert {r: ctx.policies.adapter_version(r) for r in versions} == versions
     # step 2 is open again, with none of its data left; state 2 is set aside
     assert run_copy.store.complete_steps() == [1] and run_copy.store.list_steps() == [1]
-    assert ctx.state_steps() == [1]
+    assert ctx.resume.steps() == [1]
     assert (run_copy.states / "damaged-step=000002" / rel).is_file()
 
 
 def test_recorded_versions_come_from_the_updates_table_or_the_first_chains(run_copy):
-    from tasks.runtime import recorded_state_versions
+    from models.resume import recorded_state_versions
 
     updates = run_copy.store.read("updates").set_index("step")
     chains = run_copy.store.read("chains", step=1, part="generator-1")["adapter_version"][0]
@@ -213,7 +213,7 @@ def test_recorded_versions_come_from_the_updates_table_or_the_first_chains(run_c
 
 
 def test_missing_value_head_is_named(run_copy):
-    from tasks.runtime import StateFileMissingError
+    from models.resume import StateFileMissingError
 
     (run_copy.state(2) / "generator" / "value_head.safetensors").unlink()
     with pytest.raises(StateFileMissingError, match="no value head for generator"):
@@ -222,7 +222,7 @@ def test_missing_value_head_is_named(run_copy):
 
 def test_state_that_disagrees_with_the_updates_table_is_refused(run_copy):
     """Intact files, but the manifest's version is not the one the updates table recorded."""
-    from tasks.runtime import StateIntegrityError
+    from models.resume import StateIntegrityError
 
     path = run_copy.state(2) / "manifest.json"
     manifest = json.loads(path.read_text())
@@ -238,7 +238,7 @@ def test_state_that_disagrees_with_the_updates_table_is_refused(run_copy):
 # -- states without a manifest (written before manifests) --------------------------------------
 
 def test_state_without_manifest_is_checked_against_the_updates_table(run_copy, capsys):
-    from tasks.runtime import StateIntegrityError
+    from models.resume import StateIntegrityError
 
     (run_copy.state(2) / "manifest.json").unlink()
     ctx = run_copy.context()
@@ -254,7 +254,7 @@ def test_state_without_manifest_is_checked_against_the_updates_table(run_copy, c
 
 
 def test_state_without_manifest_or_record_cannot_be_verified(run_copy):
-    from tasks.runtime import StateIntegrityError
+    from models.resume import StateIntegrityError
 
     (run_copy.state(2) / "manifest.json").unlink()
     (run_copy.root / "runs" / f"run_id={RUN}" / "table=updates" / "step=000002" /
@@ -287,8 +287,9 @@ def test_all_states_damaged_exits_2_naming_each_file(run_copy, capsys):
 def test_no_intact_state_in_the_flow_raises_the_same_error(run_copy):
     """What the flow sees if the check before Prefect was skipped (or the damage came after):
     resume_point raises StateIntegrityError, which the CLI turns into exit 2."""
-    from tasks.runtime import StateIntegrityError, resume_point
-    from tasks.schedule import plan
+    from models.resume import StateIntegrityError
+    from pipeline.schedule import plan
+    from tasks.resume import resume_point
 
     shutil.rmtree(run_copy.state(2))
     (run_copy.state(1) / "manifest.json").write_text("{")
@@ -304,8 +305,8 @@ def test_no_intact_state_in_the_flow_raises_the_same_error(run_copy):
 def test_damaged_warm_start_state_is_redone_when_no_step_is_complete(run_copy, capsys):
     """State 0 only (a warm start, then a kill before step 1 completed): nothing is lost by
     redoing the warm start, so a damaged state 0 is set aside rather than refused."""
-    from tasks.runtime import resume_point
-    from tasks.schedule import plan
+    from pipeline.schedule import plan
+    from tasks.resume import resume_point
 
     for step in (1, 2):
         shutil.rmtree(run_copy.state(step))
@@ -318,5 +319,5 @@ def test_damaged_warm_start_state_is_redone_when_no_step_is_complete(run_copy, c
     assert resume_point(ctx, plan(ctx.cfg.schedule)) == 0
     out = capsys.readouterr().out
     assert "the warm start is redone" in out
-    assert ctx.state_steps() == [] and run_copy.store.list_steps() == []
+    assert ctx.resume.steps() == [] and run_copy.store.list_steps() == []
     assert (run_copy.states / "damaged-step=000000").is_dir()

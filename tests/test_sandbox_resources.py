@@ -13,13 +13,19 @@ GOOD = "def ok():\n    return 42\n"
 AFTER = "assert ok() == 42"  # a test after the attack, which must still pass
 
 
-def run(attack_body: str, timeout_s: float = 1.0):
-    """The attack inside ``attack()``, then an honest test, in one job."""
+def run_attack(attack_body: str, timeout_s: float = 1.0, within_s: float | None = None):
+    """The attack inside ``attack()``, then an honest test, in one job; asserts what every
+    attack must leave intact: the honest test passed and, with ``within_s``, the job took less
+    than that. The attack's own outcome, ``result.outcomes[0]``, is the caller's to judge."""
     code = GOOD + "def attack():\n" + "\n".join("    " + line for line in
                                                attack_body.strip().splitlines()) + "\n"
     t0 = time.monotonic()
     result = execute(code, ["assert attack() == 1", AFTER], timeout_s=timeout_s)
-    return result, time.monotonic() - t0
+    elapsed = time.monotonic() - t0
+    assert [o.status for o in result.outcomes[1:]] == ["passed"], result.outcomes
+    if within_s is not None:
+        assert elapsed < within_s, f"{elapsed:.1f} s"
+    return result
 
 
 @pytest.mark.parametrize("body", [
@@ -30,82 +36,71 @@ def run(attack_body: str, timeout_s: float = 1.0):
     "import time\ntime.sleep(3600)",
 ])
 def test_infinite_loops_time_out_without_costing_other_tests(body):
-    result, elapsed = run(body, timeout_s=0.5)
-    assert [o.status for o in result.outcomes] == ["timeout", "passed"], result.outcomes
-    assert elapsed < 5
+    result = run_attack(body, timeout_s=0.5, within_s=5)
+    assert result.outcomes[0].status == "timeout", result.outcomes
 
 
 def test_memory_bomb_is_capped():
-    result, _ = run("x = bytearray(8 << 30)\nreturn 1")
+    result = run_attack("x = bytearray(8 << 30)\nreturn 1")
     assert result.outcomes[0].status in ("error", "crashed"), result.outcomes
     assert "MemoryError" in result.outcomes[0].message or result.outcomes[0].status == "crashed"
-    assert result.outcomes[1].status == "passed"
 
 
 def test_growing_memory_bomb_is_capped():
-    result, _ = run("chunks = []\nwhile True:\n    chunks.append(bytearray(64 << 20))",
-                    timeout_s=3.0)
+    result = run_attack("chunks = []\nwhile True:\n    chunks.append(bytearray(64 << 20))",
+                        timeout_s=3.0)
     assert result.outcomes[0].status in ("error", "crashed"), result.outcomes
-    assert result.outcomes[1].status == "passed"
 
 
 def test_fork_bomb_is_stopped():
-    result, elapsed = run("import os\nwhile True:\n    os.fork()")
+    result = run_attack("import os\nwhile True:\n    os.fork()", within_s=5)
     assert result.outcomes[0].status == "error", result.outcomes  # PermissionError
-    assert result.outcomes[1].status == "passed"
-    assert elapsed < 5
 
 
 def test_threads_bomb_is_bounded():
     body = ("import threading, time\nts = []\nfor _ in range(10000):\n"
             "    t = threading.Thread(target=time.sleep, args=(60,))\n    t.start()\n"
             "    ts.append(t)\nreturn 1")
-    result, elapsed = run(body, timeout_s=2.0)
+    result = run_attack(body, timeout_s=2.0, within_s=10)
     assert result.outcomes[0].status != "passed"
-    assert result.outcomes[1].status == "passed"
-    assert elapsed < 10
 
 
 @pytest.mark.parametrize("stream", ["stdout", "stderr"])
 def test_gigabytes_of_output_are_capped(stream):
     body = (f"import sys\nfor _ in range(1 << 15):\n    sys.{stream}.write('x' * (1 << 15))\n"
             "return 1")
-    result, elapsed = run(body, timeout_s=1.0)
+    result = run_attack(body, timeout_s=1.0)
     # 1 GiB cannot be written in the time limit; whatever was, at most the cap comes back
     assert result.outcomes[0].status in ("timeout", "passed"), result.outcomes
     assert len(result.output) <= 65536
-    assert result.outcomes[1].status == "passed"
 
 
 def test_filling_the_disk_is_bounded():
     body = ("i = 0\ntry:\n    while True:\n        with open(f'/tmp/f{i}', 'wb') as fh:\n"
             "            fh.write(b'x' * (8 << 20))\n        i += 1\nexcept OSError:\n"
             "    return 1\nreturn 0")
-    result, _ = run(body, timeout_s=3.0)
-    assert [o.status for o in result.outcomes] == ["passed", "passed"], result.outcomes
+    result = run_attack(body, timeout_s=3.0)
+    assert result.outcomes[0].status == "passed", result.outcomes
 
 
 def test_one_huge_file_hits_the_file_size_limit():
     body = ("with open('/tmp/big', 'wb') as fh:\n    for _ in range(1024):\n"
             "        fh.write(b'x' * (1 << 20))\n        fh.flush()\nreturn 0")
-    result, _ = run(body, timeout_s=3.0)
+    result = run_attack(body, timeout_s=3.0)
     assert result.outcomes[0].status == "error", result.outcomes
     assert "File too large" in result.outcomes[0].message  # RLIMIT_FSIZE, before tmpfs fills
-    assert result.outcomes[1].status == "passed"
 
 
 def test_c_stack_overflow_crashes_only_its_test():
     body = ("import sys\nsys.setrecursionlimit(10 ** 8)\n"
             "def g(n):\n    return list(map(g, [n]))\nreturn g(0)")
-    result, _ = run(body, timeout_s=3.0)
+    result = run_attack(body, timeout_s=3.0)
     assert result.outcomes[0].status in ("crashed", "error"), result.outcomes
-    assert result.outcomes[1].status == "passed"
 
 
 def test_blocking_on_stdin_does_not_hang():
-    result, elapsed = run("import sys\nreturn len(sys.stdin.read()) + input()")
+    result = run_attack("import sys\nreturn len(sys.stdin.read()) + input()", within_s=1.0)
     assert result.outcomes[0].status == "error"  # EOF at once: stdin is /dev/null
-    assert elapsed < 1.0
 
 
 def test_children_holding_pipes_do_not_hang_the_harness():
@@ -114,10 +109,8 @@ def test_children_holding_pipes_do_not_hang_the_harness():
     body = ("import os, threading, time\ntry:\n    if os.fork() == 0:\n        time.sleep(60)\n"
             "except OSError:\n    pass\nthreading.Thread(target=time.sleep, args=(60,),"
             " daemon=False).start()\nreturn 1")
-    result, elapsed = run(body, timeout_s=1.0)
+    result = run_attack(body, timeout_s=1.0, within_s=5)
     assert result.outcomes[0].status == "passed", result.outcomes
-    assert result.outcomes[1].status == "passed"
-    assert elapsed < 5
 
 
 def test_module_level_hang_times_out_all_tests_quickly():

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from procs import kill_group, log_tail, start
 
 from artifacts import RunStore
 
@@ -79,7 +80,8 @@ def test_gae_trains_a_value_head_that_is_saved_and_restored(prefect_harness, tin
     from artifacts.tracking import Tracker
     from configs import load_config
     from flows.train import train
-    from tasks.runtime import VALUE_HEAD_FILE, RunContext
+    from models.resume import VALUE_HEAD_FILE
+    from tasks.runtime import RunContext
 
     monkeypatch.chdir(tmp_path)
     sets = overrides(tiny_model_dir, tmp_path) + [
@@ -96,18 +98,18 @@ def test_gae_trains_a_value_head_that_is_saved_and_restored(prefect_harness, tin
 
     cfg = load_config(str(REPO / "configs/minimal.yaml"), sets)
     ctx = RunContext.open(cfg, "gae-test")
-    saved = ctx.state_dir / "step=000002"
+    saved = ctx.resume.folder(2)
     assert load_file(saved / "generator" / VALUE_HEAD_FILE)["proj.bias"].abs().sum() > 0
     for role in ("generator", "discriminator"):                # zero-initialised when loaded
-        assert ctx.value_heads[role].proj.weight.abs().sum() == 0
+        assert ctx.roles[role].value_head.proj.weight.abs().sum() == 0
     ctx.restore_state(2)
     for role in ("generator", "discriminator"):
-        restored = ctx.value_heads[role].state_dict()
+        restored = ctx.roles[role].value_head.state_dict()
         for name, tensor in load_file(saved / role / VALUE_HEAD_FILE).items():
             assert restored[name].equal(tensor), (role, name)
         # The optimizer covers the head too: its state has one entry per trained tensor.
-        assert len(ctx.optimizers[role].state_dict()["state"]) == len(
-            ctx.trainable_parameters(role))
+        assert len(ctx.roles[role].optimizer.state_dict()["state"]) == len(
+            ctx.roles[role].parameters())
     tracker = Tracker(summary["mlflow_tracking_uri"], "minimal")
     ckpt = tracker.latest_checkpoint(summary["mlflow_run_id"], "generator")
     local = tracker.load_checkpoint(ckpt, tmp_path / "ckpt")
@@ -125,25 +127,6 @@ def test_gae_trains_a_value_head_that_is_saved_and_restored(prefect_harness, tin
 EPHEMERAL_SERVER_STARTUP_S = 300
 STEP_3_DEADLINE_S = 420  # start to "step 2 complete, step 3 under way": ~25 s idle, ~1 min loaded
 RESUME_DEADLINE_S = 420  # the resumed run, steps 3 and 4: ~17 s idle, ~30 s loaded
-
-
-def log_tail(log: Path, chars: int = 6000) -> str:
-    text = log.read_text(errors="replace") if log.exists() else "(no log written)"
-    return f"--- {log.name} (last {chars} chars) ---\n{text[-chars:]}"
-
-
-def start(cmd: list[str], env: dict[str, str], cwd: Path, log: Path) -> subprocess.Popen:
-    """``cmd`` with stdout and stderr in ``log``, in its own session: killing the group takes
-    the temporary Prefect server it starts too."""
-    with open(log, "wb") as out:
-        return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-
-
-def kill_group(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 # Both deadlines fit in the test's own limit, so a slow run fails with its log, not pytest-timeout.

@@ -1,0 +1,130 @@
+"""Chains and tests rows of one step: who is sampled, what the models wrote, what parsed.
+
+- ``step_samples``: a step's (problem, sample) pairs, problem-major;
+- ``sample_stage``: one role writes one chain stage for every sample, in one batched call;
+- ``generation_rows``: one chains row per sample from prompts and a generation batch;
+- ``parsed_test_rows``: the discriminator's text for a stage parsed into tests rows,
+  deduplicated within the text and against the sample's earlier stages;
+- ``baseline_rows``: the problems' own tests, once per sample;
+- ``texts_by_sample``/``known_tests``/``kept_tests``: the rows read back, per sample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from configs.schema import SamplingConfig
+from models.parsing import parse_tests
+from pipeline.schedule import step_items
+from problems import Problem
+from rewards.outcome import normalise_test
+
+SampleKey = tuple[str, int]  # (problem_id, sample_idx)
+Row = dict[str, Any]
+
+
+def step_samples(problems: Sequence[Problem], step: int, problems_per_step: int,
+                 samples_per_problem: int) -> list[tuple[Problem, int]]:
+    """The (problem, sample_idx) pairs of a step, problem-major (a problem's group is
+    contiguous)."""
+    return [(p, j) for p in step_items(problems, step, problems_per_step)
+            for j in range(samples_per_problem)]
+
+
+def sample_stage(policies: Any, role: str, samples: Sequence[tuple[Problem, int]], stage: int,
+                 texts: dict[SampleKey, list[str]], *, sampling: SamplingConfig,
+                 max_context_tokens: int, seed: int) -> tuple[list[Row], list[str]]:
+    """``role`` writes chain stage ``stage`` for every sample: the generator given the problem
+    and its stages before ``stage``, the discriminator given the problem and stages up to
+    ``stage`` (``texts``: each sample's generator texts so far). Returns the chains rows and
+    the texts written, in sample order."""
+    from models.generation import sample_role
+    from models.prompts import discriminator_prompt, generator_prompt
+
+    build = generator_prompt if role == "generator" else discriminator_prompt
+    tokenizer = policies.tokenizer_for(role)
+    prompts = [build(tokenizer, p, stage, texts.get((p.id, j), []), max_context_tokens)
+               for p, j in samples]
+    batch = sample_role(policies, role, prompts, sampling, seed)
+    rows = generation_rows(samples, prompts, batch, stage=stage, role=role,
+                           adapter_version=policies.adapter_version(role), seed=seed)
+    return rows, [g.text for g in batch.generations]
+
+
+def generation_rows(samples: Sequence[tuple[Problem, int]], prompts: Sequence[Any],
+                    batch: Any, *, stage: int, role: str, adapter_version: str,
+                    seed: int) -> list[Row]:
+    """One chains row per sample from prompts (``models.prompts.Prompt``) and generations."""
+    rows = []
+    for (problem, j), prompt, gen in zip(samples, prompts, batch.generations, strict=True):
+        rows.append({
+            "stage": stage, "problem_id": problem.id, "sample_idx": j, "role": role,
+            "prompt": prompt.text, "output_text": gen.text,
+            "prompt_token_ids": gen.prompt_ids, "output_token_ids": gen.response_ids,
+            "output_logprobs": gen.logprobs, "prompt_tokens": len(gen.prompt_ids),
+            "output_tokens": len(gen.response_ids),
+            "finish_reason": "eos" if gen.finished else "length",
+            "latency_s": gen.seconds / max(len(batch.generations), 1),
+            "adapter_version": adapter_version, "seed": seed,
+        })
+    return rows
+
+
+def parsed_test_rows(samples: Sequence[tuple[Problem, int]], texts: Sequence[str], stage: int,
+                     seen: dict[SampleKey, dict[str, str]]) -> list[Row]:
+    """Parse each sample's discriminator output into tests rows. ``seen`` maps a sample to the
+    normalised tests it already has (test_id by key) and is updated: a test equal to an earlier
+    one of the same sample is kept as a row but flagged duplicate, so it counts once."""
+    rows = []
+    for (problem, j), text in zip(samples, texts, strict=True):
+        known = seen.setdefault((problem.id, j), {})
+        for i, parsed in enumerate(parse_tests(text, problem.entry_point)):
+            test_id = f"s{stage}.{i}"
+            ok = parsed.status == "ok"
+            key = normalise_test(parsed.snippet) if ok else None
+            first = known.get(key) if key else None
+            rows.append({
+                "stage": stage, "problem_id": problem.id, "sample_idx": j,
+                "test_idx": i, "test_id": test_id, "origin": "discriminator",
+                "snippet": parsed.snippet, "parse_status": parsed.status,
+                "drop_reason": None if ok else (parsed.reason or "unparsable"),
+                "is_duplicate": bool(first) or parsed.duplicate, "duplicate_of": first,
+            })
+            if ok and not first:
+                known[key] = test_id
+    return rows
+
+
+def baseline_rows(samples: Sequence[tuple[Problem, int]]) -> list[Row]:
+    """The problems' own tests, once per sample (stage 0, origin ``baseline``)."""
+    return [{"stage": 0, "problem_id": p.id, "sample_idx": j, "test_idx": i,
+             "test_id": f"b.{i}", "origin": "baseline", "snippet": t, "parse_status": "ok",
+             "drop_reason": None, "is_duplicate": False, "duplicate_of": None}
+            for p, j in samples for i, t in enumerate(p.baseline_tests)]
+
+
+def texts_by_sample(rows_by_stage: Sequence[Iterable[Row]]) -> dict[SampleKey, list[str]]:
+    """Chains rows of stages 1..k (one iterable per stage, in order) -> each sample's texts
+    in stage order."""
+    out: dict[SampleKey, list[str]] = {}
+    for rows in rows_by_stage:
+        for r in rows:
+            out.setdefault((r["problem_id"], r["sample_idx"]), []).append(r["output_text"])
+    return out
+
+
+def kept_tests(rows: Iterable[Row]) -> dict[SampleKey, list[Row]]:
+    """The tests that run, per sample: parsed, first copies only, in (stage, index) order."""
+    out: dict[SampleKey, list[Row]] = {}
+    for r in rows:
+        if r["parse_status"] == "ok" and not r["is_duplicate"]:
+            out.setdefault((r["problem_id"], r["sample_idx"]), []).append(r)
+    return {k: sorted(v, key=lambda r: (r["stage"], r["test_idx"])) for k, v in out.items()}
+
+
+def known_tests(rows: Iterable[Row]) -> dict[SampleKey, dict[str, str]]:
+    """Normalised kept tests per sample (test_id by key): the ``seen`` of
+    :func:`parsed_test_rows` for a later stage."""
+    return {k: {normalise_test(r["snippet"]): r["test_id"] for r in v}
+            for k, v in kept_tests(rows).items()}

@@ -1,0 +1,150 @@
+"""A step's tables summarised: namespaced metrics, skipped updates, the stage table.
+
+Pure functions over rows of the run store's tables; ``tasks.reporting`` logs them to MLflow
+and Prefect and prints the run summary.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+import pandas as pd
+
+from rewards.outcome import INFRA
+
+
+def _mean(values: list[float]) -> float:
+    return float(statistics.fmean(values)) if values else 0.0
+
+
+def round3(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def step_metrics(rewards: list[dict[str, Any]], executions: list[dict[str, Any]],
+                 updates: list[dict[str, Any]], tests: list[dict[str, Any]]) -> dict[str, float]:
+    """Namespaced means of one step (``generator/*``, ``discriminator/*``, ``ppo/*``, ...).
+
+    Reward means cover the scored samples only: a masked sample (an ``infra`` verdict, see
+    ``rewards.SampleOutcome.masked``) has no reward and is counted instead, in
+    ``sandbox/infra_masked_samples`` (and ``_fraction``); masking is per sample for both roles,
+    so the count is that of the role the step updates as well as of the other one.
+    ``sandbox/infra_verdicts`` counts the executions the harness, not the code, decided.
+    """
+    all_rows = rewards
+    rewards = [r for r in all_rows if not r.get("masked")]
+    n_masked = len(all_rows) - len(rewards)
+    m: dict[str, float] = {
+        "generator/reward": _mean([r["generator_reward"] for r in rewards]),
+        "generator/pass_rate": _mean([r["n_passed_valid"] / r["n_valid"] if r["n_valid"]
+                                      else 0.0 for r in rewards]),
+        "generator/baseline_pass_rate": _mean([r["n_baseline_passed"] / r["n_baseline"]
+                                               for r in rewards if r["n_baseline"]]),
+        "discriminator/reward": _mean([r["discriminator_reward"] for r in rewards]),
+        "discriminator/validity": _mean([r["validity"] for r in rewards
+                                         if r["validity"] is not None]),
+        "discriminator/bug_catch": _mean([r["bug_catch"] for r in rewards
+                                          if r["bug_catch"] is not None]),
+        "discriminator/mutants_killed": _mean([r["n_mutants_killed"] / r["n_mutants"]
+                                               for r in rewards if r["n_mutants"]]),
+        "discriminator/valid_tests": _mean([r["n_valid"] for r in rewards]),
+        "rewards/generator_groups_skipped": _mean([r["generator_group_skipped"]
+                                                   for r in rewards]),
+        "rewards/discriminator_groups_skipped": _mean([r["discriminator_group_skipped"]
+                                                       for r in rewards]),
+        "sandbox/infra_masked_samples": float(n_masked),
+        "sandbox/infra_masked_fraction": n_masked / len(all_rows) if all_rows else 0.0,
+    }
+    kept = [t for t in tests if t["origin"] == "discriminator"]
+    m["tests/parsed"] = float(sum(t["parse_status"] == "ok" for t in kept))
+    m["tests/dropped"] = float(sum(t["parse_status"] == "dropped" for t in kept))
+    m["tests/duplicates"] = float(sum(t["is_duplicate"] for t in kept))
+    cand = [e for e in executions if e["target_kind"] == "candidate"]
+    m["sandbox/executions"] = float(len(executions))
+    m["sandbox/timeouts"] = float(sum(e["status"] == "timeout" for e in executions))
+    m["sandbox/infra_verdicts"] = float(sum(e["status"] == INFRA for e in executions))
+    m["sandbox/candidate_errors"] = float(sum(e["status"] == "error" for e in cand))
+    m["sandbox/no_code"] = float(sum(e["status"] == "not_run" for e in cand))
+    m["sandbox/seconds"] = float(sum(e["duration_s"] for e in executions))
+    for u in updates:
+        for key in ("loss", "approx_kl", "clip_fraction", "entropy", "grad_norm"):
+            if u.get(key) is not None:
+                m[f"ppo/{key}"] = float(u[key])
+        m["ppo/n_tokens"] = float(u["n_tokens"])
+        m["ppo/seconds"] = float(u["duration_s"])
+    return m
+
+
+SKIP_MASKED = "every sample masked (infra verdicts: the sandbox failed, not the code)"
+SKIP_SINGLETONS = "groups of one sample (group-relative advantages need >= 2 per problem)"
+SKIP_NO_SPREAD = "every problem's samples scored the same (no reward spread)"
+SKIP_NO_TOKENS = "no response tokens at the trained stage"
+
+
+def skipped_updates(updates: list[dict[str, Any]], rewards: list[dict[str, Any]],
+                    group_relative: bool = True) -> dict[str, int]:
+    """Why each update without a trained token (``n_tokens == 0``: no optimizer step, the
+    adapter unchanged) was skipped -> how many; from the updates and rewards tables.
+    ``group_relative``: ``ppo.advantage == "group"`` (GAE skips no group).
+
+    >>> ups = [{"step": 1, "role": "generator", "n_sequences": 2, "n_tokens": 0},
+    ...        {"step": 2, "role": "generator", "n_sequences": 0, "n_tokens": 0},
+    ...        {"step": 3, "role": "generator", "n_sequences": 4, "n_tokens": 9}]
+    >>> rws = [{"step": 1, "problem_id": p, "masked": False, "generator_group_skipped": True}
+    ...        for p in "ab"]
+    >>> skipped_updates(ups, rws) == {SKIP_SINGLETONS: 1, SKIP_MASKED: 1}
+    True
+    """
+    by_step: dict[int, list[dict[str, Any]]] = {}
+    for r in rewards:
+        if not r.get("masked"):
+            by_step.setdefault(int(r["step"]), []).append(r)
+    reasons: dict[str, int] = {}
+    for u in updates:
+        if int(u["n_tokens"]) > 0:
+            continue
+        scored = by_step.get(int(u["step"]), [])
+        sizes: dict[Any, int] = {}
+        for r in scored:
+            sizes[r["problem_id"]] = sizes.get(r["problem_id"], 0) + 1
+        if int(u["n_sequences"]) == 0 or not scored:
+            why = SKIP_MASKED
+        elif not group_relative:
+            why = SKIP_NO_TOKENS
+        elif max(sizes.values()) < 2:
+            why = SKIP_SINGLETONS
+        elif all(r[f"{u['role']}_group_skipped"] for r in scored):
+            why = SKIP_NO_SPREAD
+        else:
+            why = SKIP_NO_TOKENS
+        reasons[why] = reasons.get(why, 0) + 1
+    return reasons
+
+
+def skipped_line(n_updates: int, reasons: dict[str, int]) -> str:
+    """One line for the run summary: how many updates were skipped, and why."""
+    n_skipped = sum(reasons.values())
+    if not n_skipped:
+        return f"{n_updates}, none skipped"
+    why = "; ".join(f"{n}: {reason}" for reason, n in reasons.items())
+    line = f"{n_skipped} of {n_updates} skipped, no optimizer step ({why})"
+    if n_skipped == n_updates:
+        line += " -- no update carried signal: the adapters were never trained by PPO"
+    return line
+
+
+def stage_table(rewards: pd.DataFrame) -> str:
+    """The seeds' progress table from the rewards table: rates at the last step of each
+    training stage."""
+    if rewards.empty:
+        return "(no complete steps)"
+    lines = ["stage  steps  generator reward  baseline pass rate  test validity",
+             "-----  -----  ----------------  ------------------  -------------"]
+    for stage, rows in rewards.groupby("stage"):
+        last = rows[rows["step"] == rows["step"].max()]
+        base = last["n_baseline_passed"].sum() / max(int(last["n_baseline"].sum()), 1)
+        lines.append(f"{int(stage):5d}  {rows['step'].nunique():5d}  "
+                     f"{last['generator_reward'].mean():16.3f}  {base:18.3f}  "
+                     f"{pd.to_numeric(last['validity']).mean():13.3f}")
+    return "\n".join(lines)

@@ -1,0 +1,99 @@
+"""Long-running subprocesses of the slow tests (flows, ``prefect server``, workers): each in its
+own session with its output in a log file, killed as a group, its log's tail quoted in
+failure messages; and the processes a test left behind, read from /proc."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+
+def start(cmd: list[str], env: dict[str, str], cwd: Path, log: Path) -> subprocess.Popen:
+    """``cmd`` with stdout and stderr in ``log``, in its own session: killing the group takes
+    what it starts too (a temporary Prefect server, a flow run's process)."""
+    with open(log, "wb") as out:
+        return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def kill_group(proc: subprocess.Popen, term_grace_s: float | None = None) -> None:
+    """Kill ``proc``'s session if ``proc`` still runs: SIGKILL at once or, with
+    ``term_grace_s``, SIGTERM first and SIGKILL only if it is still running that much later."""
+    if proc.poll() is not None:
+        return
+    if term_grace_s is not None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=term_grace_s)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def log_tail(log: Path, chars: int = 6000) -> str:
+    text = log.read_text(errors="replace") if log.exists() else "(no log written)"
+    return f"--- {log.name} (last {chars} chars) ---\n{text[-chars:]}"
+
+
+def proc_stat(pid: int) -> tuple[int, str, str] | None:
+    """``(ppid, state, start time)`` of ``pid``, or None when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()
+    return int(fields[1]), fields[0], fields[19]
+
+
+def descendants(pid: int) -> dict[int, str]:
+    """Every process below ``pid`` -> its start time (to tell a reused pid from the same one)."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (st := proc_stat(int(entry))) is not None:
+            table[int(entry)] = st
+    found: dict[int, str] = {}
+    frontier = [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, (ppid, _state, start) in table.items():
+            if ppid == parent and child not in found:
+                found[child] = start
+                frontier.append(child)
+    return found
+
+
+def alive(procs: dict[int, str]) -> dict[int, str]:
+    """Those of ``procs`` still running (a zombie has exited: only its entry is left)."""
+    out = {}
+    for pid, start in procs.items():
+        st = proc_stat(pid)
+        if st is not None and st[2] == start and st[1] != "Z":
+            out[pid] = cmdline(pid)
+    return out
+
+
+def wait_gone(procs: dict[int, str], timeout_s: float = 15.0) -> dict[int, str]:
+    deadline = time.monotonic() + timeout_s
+    while (left := alive(procs)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:200]
+    except OSError:
+        return "?"
+
+
+def kill_all(procs) -> None:
+    for pid in procs:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass

@@ -23,6 +23,11 @@ clipped optimizer steps per rollout), both runs in parallel on 2 cores:
     1     +0.234        -0.020        +0.309                      354 s
     2     +0.164        -0.039        +0.289                      309 s
 
+Re-measured on 2026-11-23 at seed 0, on the code before and after the pipeline refactor
+(identical per-step rewards): trained_gain=+0.018, control_gain=-0.009. The table above was
+measured before the sandbox judging and run-integrity changes; why the gain fell is not yet
+investigated (the held-out rewrite of this benchmark is the next learning issue).
+
 What did not work as well: one optimizer step per rollout batch (gain +0.281 at seed 0 but
 -0.013 at seed 1, where the policy never moved off its start); 8 samples per problem (+0.188
 at seed 0); with one step per batch, lr 6e-4 or more rose and then collapsed. At seed 2, lr

@@ -76,6 +76,23 @@ def default_artifact_location(tracking_uri: str) -> str | None:
     return (db.parent / "mlartifacts").as_uri()
 
 
+def run_page(tracking_uri: str, experiment_id: str, run_id: str) -> tuple[str, str | None]:
+    """Where a user sees an MLflow run: ``(url, command)``. A tracking server (``http(s)://``)
+    serves the page itself (command None); any other store needs ``mlflow ui`` started on it
+    first, and the URL is that UI's default address.
+
+    >>> run_page("http://mlflow:5000/", "1", "abc")
+    ('http://mlflow:5000/#/experiments/1/runs/abc', None)
+    >>> run_page("sqlite:///runs/m.db", "1", "abc")[1]
+    'mlflow ui --backend-store-uri sqlite:///runs/m.db --host 127.0.0.1 --workers 1'
+    """
+    path = f"#/experiments/{experiment_id}/runs/{run_id}"
+    if tracking_uri.startswith(("http://", "https://")):
+        return f"{tracking_uri.rstrip('/')}/{path}", None
+    return (f"http://127.0.0.1:5000/{path}",
+            f"mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1 --workers 1")
+
+
 def git_commit(repo: Path = REPO) -> str:
     """HEAD's commit (``+dirty`` with uncommitted changes), or ``unknown`` outside git."""
     try:

@@ -19,3 +19,13 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 # than a fresh PREFECT_HOME takes to create and migrate its database on a loaded machine
 # (19-34 s measured on 2 busy cores), and the run dies before its first task.
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "600")
+
+# Known third-party warnings that say nothing to a user of this project, kept off the console:
+# MLflow asks every pyfunc for type hints (ours has an explicit signature), in raw colour codes;
+# transformers deprecates a method peft still calls.
+import warnings  # noqa: E402
+
+warnings.filterwarnings("ignore", message=r".*Add type hints to the `predict` method",
+                        category=UserWarning)
+warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated",
+                        category=FutureWarning)

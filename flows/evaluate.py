@@ -21,6 +21,31 @@ import sys
 import time
 from typing import Any
 
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m flows.evaluate", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="configs/tiny.yaml", help="YAML config file")
+    parser.add_argument("--model", help="registry alias NAME@ALIAS, models:/NAME/VERSION, "
+                        "checkpoint, adapter folder, model path or hub id")
+    parser.add_argument("--discriminator", default="auto",
+                        help="discriminator weights (default: the registry sibling, if any)")
+    parser.add_argument("--problems", default="demo", help="demo, humaneval or a file")
+    parser.add_argument("--ids", nargs="+", help="only these problem ids")
+    parser.add_argument("--limit", type=int, help="at most this many problems")
+    parser.add_argument("--k", type=int, action="append", help="pass@k (repeatable; default 1)")
+    parser.add_argument("--samples", type=int, help="samples per problem (default: max k)")
+    parser.add_argument("--no-direct", action="store_true", help="skip the direct baseline")
+    parser.add_argument("--no-tests", action="store_true", help="skip discriminator tests")
+    parser.add_argument("--run-id", help="evaluation id in the run store and MLflow")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="override a config value (repeatable)")
+    return parser
+
+
+if __name__ == "__main__":  # --help and usage errors answer before Prefect and torch load
+    build_parser().parse_args()
+
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
@@ -136,23 +161,7 @@ def evaluate(config: str = "configs/tiny.yaml", overrides: list[str] | None = No
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m flows.evaluate", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default="configs/tiny.yaml", help="YAML config file")
-    parser.add_argument("--model", help="registry alias NAME@ALIAS, models:/NAME/VERSION, "
-                        "checkpoint, adapter folder, model path or hub id")
-    parser.add_argument("--discriminator", default="auto",
-                        help="discriminator weights (default: the registry sibling, if any)")
-    parser.add_argument("--problems", default="demo", help="demo, humaneval or a file")
-    parser.add_argument("--ids", nargs="+", help="only these problem ids")
-    parser.add_argument("--limit", type=int, help="at most this many problems")
-    parser.add_argument("--k", type=int, action="append", help="pass@k (repeatable; default 1)")
-    parser.add_argument("--samples", type=int, help="samples per problem (default: max k)")
-    parser.add_argument("--no-direct", action="store_true", help="skip the direct baseline")
-    parser.add_argument("--no-tests", action="store_true", help="skip discriminator tests")
-    parser.add_argument("--run-id", help="evaluation id in the run store and MLflow")
-    parser.add_argument("--set", dest="overrides", action="append", default=[],
-                        metavar="KEY=VALUE", help="override a config value (repeatable)")
+    parser = build_parser()
     args = parser.parse_args(argv)
     from configs import ConfigError
     from problems import ProblemLoadError, load_problems

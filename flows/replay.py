@@ -40,10 +40,35 @@ import argparse
 import sys
 from typing import Any
 
+from pipeline.catalogue import KINDS
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m flows.replay", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--artifacts-root", default="runs", help="Parquet run store root")
+    parser.add_argument("--run-id", required=True, help="the recorded run")
+    parser.add_argument("--step", type=int, help="the step to replay")
+    parser.add_argument("--stage", choices=KINDS, help="the stage to replay")
+    parser.add_argument("--downstream", action="store_true",
+                        help="also replay every stage after --stage")
+    parser.add_argument("--failed", action="store_true",
+                        help="finish every step that has no manifest, in place")
+    parser.add_argument("--rebuild-manifest", action="store_true",
+                        help="with --failed: rebuild a corrupt manifest of a completed step "
+                        "from its parts (each checked; no data rewritten)")
+    parser.add_argument("--config", help="config file, for runs recorded without a stored one")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="override a value of the stored config")
+    return parser
+
+
+if __name__ == "__main__":  # --help and usage errors answer before Prefect and torch load
+    build_parser().parse_args()
+
 from prefect import flow, get_run_logger
 
 from models.resume import StateIntegrityError
-from pipeline.catalogue import KINDS
 from tasks.recorded import ReplayError, run_config
 from tasks.recover import check_failed, finish_failed, format_failed
 from tasks.replay import check_replayable, replay_stage
@@ -98,22 +123,7 @@ def replay(run_id: str, step: int | None = None, stage: str | None = None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m flows.replay", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--artifacts-root", default="runs", help="Parquet run store root")
-    parser.add_argument("--run-id", required=True, help="the recorded run")
-    parser.add_argument("--step", type=int, help="the step to replay")
-    parser.add_argument("--stage", choices=KINDS, help="the stage to replay")
-    parser.add_argument("--downstream", action="store_true",
-                        help="also replay every stage after --stage")
-    parser.add_argument("--failed", action="store_true",
-                        help="finish every step that has no manifest, in place")
-    parser.add_argument("--rebuild-manifest", action="store_true",
-                        help="with --failed: rebuild a corrupt manifest of a completed step "
-                        "from its parts (each checked; no data rewritten)")
-    parser.add_argument("--config", help="config file, for runs recorded without a stored one")
-    parser.add_argument("--set", dest="overrides", action="append", default=[],
-                        metavar="KEY=VALUE", help="override a value of the stored config")
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.failed == (args.step is not None or args.stage is not None):
         parser.error("give either --failed or both --step and --stage")

@@ -20,13 +20,29 @@ import argparse
 import sys
 from typing import Any
 
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m flows.train", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="configs/tiny.yaml", help="YAML config file")
+    parser.add_argument("--artifacts-root", help="Parquet run store root (folder or URI)")
+    parser.add_argument("--run-id", help="continue this run (or name a new one)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="override a config value, e.g. "
+                        "ppo.learning_rate=1e-5 (repeatable)")
+    return parser
+
+
+if __name__ == "__main__":  # --help and usage errors answer before Prefect and torch load
+    build_parser().parse_args()
+
 from prefect import flow, get_run_logger
 
 from configs import load_config
 from configs.schema import check_learnable
 from pipeline.catalogue import work_items
 from pipeline.schedule import PlannedStep, ends_stage, plan
-from tasks.progress import Progress
+from tasks.progress import Progress, flow_run_name, name_flow_run, quiet_console
 from tasks.reporting import close_step, finish_run
 from tasks.resume import resume_point
 from tasks.runtime import RunContext, new_run_id, open_run
@@ -44,21 +60,27 @@ def train_step(ctx: RunContext, planned: PlannedStep, last_of_stage: bool) -> di
     return metrics
 
 
-@flow(name="train", log_prints=True)
+@flow(name="train", log_prints=True, flow_run_name=flow_run_name)
 def train(config: str = "configs/tiny.yaml", overrides: list[str] | None = None,
           artifacts_root: str | None = None, run_id: str | None = None) -> dict[str, Any]:
     """Train both adapters on ``config``; returns where the results are."""
     overrides = list(overrides or [])
     if artifacts_root:
         overrides.append(f"artifacts.root={artifacts_root}")
+    quiet_console()
     cfg = load_config(config, overrides)
     for warning in check_learnable(cfg, config):  # refused here too when not via main()
         get_run_logger().warning("config: %s", warning)
-    ctx = open_run(cfg, run_id or new_run_id(cfg))
+    run_id = run_id or new_run_id(cfg)
+    name_flow_run(run_id, [f"config:{cfg.name}",
+                           "stages:" + ",".join(str(s) for s in cfg.schedule.stages)])
+    ctx = open_run(cfg, run_id)
     steps = plan(cfg.schedule)
     start = resume_point(ctx, steps)
-    get_run_logger().info("run %s: %d steps, resuming after step %d", ctx.run_id, len(steps),
-                          start)
+    if start:
+        get_run_logger().info("run %s: resuming after step %d of %d", run_id, start, len(steps))
+    else:
+        get_run_logger().info("run %s: starting, %d steps", run_id, len(steps))
     if start == 0 and cfg.warm_start.enabled and 0 not in ctx.resume.steps():
         warm_start(ctx)
         ctx.save_state(0)
@@ -72,15 +94,7 @@ def train(config: str = "configs/tiny.yaml", overrides: list[str] | None = None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m flows.train", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default="configs/tiny.yaml", help="YAML config file")
-    parser.add_argument("--artifacts-root", help="Parquet run store root (folder or URI)")
-    parser.add_argument("--run-id", help="continue this run (or name a new one)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[],
-                        metavar="KEY=VALUE", help="override a config value, e.g. "
-                        "ppo.learning_rate=1e-5 (repeatable)")
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     from configs import ConfigError
     from problems import ProblemLoadError
     try:  # fail fast, before Prefect starts: bad values, configs that cannot learn, problems
@@ -101,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         from deployments.server import ensure_prefect_api
         ensure_prefect_api()  # a temporary Prefect server that dies with this run
         train(config=args.config, overrides=args.overrides, artifacts_root=args.artifacts_root,
-              run_id=args.run_id)
+              run_id=args.run_id or new_run_id(cfg))  # named by its run id from the start
     except (StateIntegrityError, ManifestCorrupt) as exc:  # no intact resume state, or a
         # corrupt step manifest (a completed step, never redone): nothing was trained on it
         print(f"error: {exc}", file=sys.stderr)

@@ -36,6 +36,7 @@ def stage_texts(problem: Problem) -> list[str]:
     ]
 
 
+PROGRESS_EVERY = 25  # warm-start steps between progress lines
 CODE_WEIGHT = 3  # stage-5 examples are repeated: the code is what rewards depend on
 
 
@@ -64,8 +65,10 @@ def warm_start_examples(problems: list[Problem], tokenizer: Any, max_context_tok
 
 def supervised_steps(model: Any, params: list[torch.nn.Parameter],
                      examples: list[tuple[list[int], list[int]]], *, steps: int, lr: float,
-                     batch_size: int, pad_token_id: int, seed: int) -> list[float]:
-    """Teacher-forced cross-entropy on the targets; returns the loss of every step."""
+                     batch_size: int, pad_token_id: int, seed: int,
+                     report: Any = None) -> list[float]:
+    """Teacher-forced cross-entropy on the targets; returns the loss of every step.
+    ``report(step, loss)``, when given, is called after every step."""
     from models.logprobs import response_logprobs
 
     optimizer = torch.optim.AdamW(params, lr=lr)
@@ -85,6 +88,8 @@ def supervised_steps(model: Any, params: list[torch.nn.Parameter],
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             optimizer.step()
             losses.append(float(loss.detach()))
+            if report is not None:
+                report(len(losses), losses[-1])
     finally:
         model.eval()
     return losses
@@ -101,11 +106,17 @@ def fit_roles(policies: Any, problems: list[Problem], cfg: WarmStartConfig,
         if role not in cfg.roles:
             continue
         start = time.perf_counter()
+
+        def report(step: int, loss: float, role: str = role, start: float = start) -> None:
+            if step % PROGRESS_EVERY == 0 or step == cfg.steps:  # a user waits minutes here
+                print(f"warm start {role}: step {step}/{cfg.steps}, loss {loss:.3f} "
+                      f"({time.perf_counter() - start:.0f} s)", flush=True)
+
         losses = supervised_steps(policies.model_for(role), policies.trainable_parameters(role),
                                   role_examples, steps=cfg.steps, lr=cfg.learning_rate,
                                   batch_size=cfg.batch_size,
                                   pad_token_id=policies.tokenizer_for(role).pad_token_id,
-                                  seed=seed_for(role))
+                                  seed=seed_for(role), report=report)
         if losses:
             stats[f"warm_start/{role}_first_loss"] = losses[0]
             stats[f"warm_start/{role}_last_loss"] = losses[-1]

@@ -28,7 +28,8 @@ def run_execution(ctx: RunContext, step: int, run_jobs: RunJobs) -> list[dict]:
 
 # Retried: a dead sandbox worker is infrastructure, and re-running the same jobs is safe
 # (the part is replaced atomically). Failing tests are results, never exceptions.
-@task(name="execute", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=1)
+@task(name="execute", task_run_name="execute-step{step}", cache_policy=NO_CACHE, retries=1,
+      retry_delay_seconds=1)
 def execute(ctx: RunContext, step: int) -> Pointer:
     """Every accumulated test vs final code, reference and mutants -> ``executions/part-all``."""
     rows = run_execution(ctx, step, sandbox_runner(ctx.cfg.sandbox))

@@ -1,50 +1,140 @@
-"""Progress of a training run: a rich bar on the console and a Prefect progress artifact."""
+"""What a training run shows while it runs: one line per step on the console (under a progress
+bar in a terminal, plain when piped), the same line in the flow run's Prefect logs, a Prefect
+progress artifact, and a console kept free of per-task state noise.
+
+Prefect logs every task run's state change ("Finished in state Completed()") through the
+``prefect.task_runs`` logger, which both ships it to the API and propagates it to the root
+console handler. :func:`quiet_console` filters the console handler only: the lines stay in the
+Prefect UI's logs, and the console keeps the run's own lines, what tasks print, warnings and
+errors.
+"""
 
 from __future__ import annotations
 
+import logging
+import sys
+import time
 from typing import Any
-
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-from rich.progress import Progress as RichProgress
 
 from pipeline.schedule import PlannedStep
 from tasks.runtime import RunContext, artifact_key
+
+API_ONLY = {"console": False}  # ``extra=`` of a record that goes to Prefect's logs, not the console
+
+
+STATE_NOISE = ("Finished in state", "Running hook")  # Prefect's per-task-run state lines
+
+
+class _ConsoleFilter(logging.Filter):
+    """Drop task runs' state lines (what a task prints, its retries and errors stay) and
+    records marked :data:`API_ONLY`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "console", True) is False:
+            return False
+        return not (record.name.startswith("prefect.task_runs")
+                    and record.levelno < logging.WARNING
+                    and str(record.msg).startswith(STATE_NOISE))
+
+
+def quiet_console() -> None:
+    """Install the console filter on every console handler of the root logger (idempotent)."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.StreamHandler) and \
+                not any(isinstance(f, _ConsoleFilter) for f in handler.filters):
+            handler.addFilter(_ConsoleFilter())
+
+
+def step_line(planned: PlannedStep, total: int, metrics: dict[str, float],
+              seconds: float) -> str:
+    """The console and log line of a finished step.
+
+    >>> step_line(PlannedStep(7, 2, "generator", "generator"), 25,
+    ...           {"generator/reward": 0.4123, "discriminator/validity": 0.8}, 3.14)
+    'step 7/25 stage 2 generator | gen reward 0.412 | disc reward 0.000 | validity 0.80 | 3.1 s'
+    """
+    line = (f"step {planned.step}/{total} stage {planned.stage} {planned.role} | "
+            f"gen reward {metrics.get('generator/reward', 0):.3f} | "
+            f"disc reward {metrics.get('discriminator/reward', 0):.3f} | "
+            f"validity {metrics.get('discriminator/validity', 0):.2f}")
+    masked = int(metrics.get("sandbox/infra_masked_samples", 0))
+    if masked:
+        line += f" | infra-masked {masked}"
+    return line + f" | {seconds:.1f} s"
 
 
 class Progress:
     """``with Progress(ctx, total, done) as p: ... p.advance(planned, metrics)``."""
 
-    def __init__(self, ctx: RunContext, total: int, done: int = 0) -> None:
+    def __init__(self, ctx: RunContext, total: int, done: int = 0,
+                 interactive: bool | None = None) -> None:
         self.ctx, self.total, self.done = ctx, total, done
-        self._bar = RichProgress(TextColumn("{task.description}"), BarColumn(),
-                                 MofNCompleteColumn(), TimeElapsedColumn())
+        self.interactive = sys.stdout.isatty() if interactive is None else interactive
+        self._bar: Any = None
         self._task: Any = None
         self._artifact: Any = None
+        self._since = time.perf_counter()
 
     def __enter__(self) -> Progress:
         from prefect.artifacts import create_progress_artifact
 
-        self._bar.start()
-        self._task = self._bar.add_task(f"run {self.ctx.run_id}", total=self.total,
-                                        completed=self.done)
+        if self.interactive:
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import Progress as RichProgress
+
+            self._bar = RichProgress(TextColumn("{task.description}"), BarColumn(),
+                                     MofNCompleteColumn(), TimeElapsedColumn(), transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task(f"run {self.ctx.run_id}", total=self.total,
+                                            completed=self.done)
         self._artifact = create_progress_artifact(
             100.0 * self.done / max(self.total, 1),
             key=f"{artifact_key(self.ctx.run_id)}-progress",
             description=f"Training steps of run {self.ctx.run_id}")
+        self._since = time.perf_counter()
         return self
 
     def advance(self, planned: PlannedStep, metrics: dict[str, float]) -> None:
+        from prefect import get_run_logger
         from prefect.artifacts import update_progress_artifact
 
+        now = time.perf_counter()
+        line = step_line(planned, self.total, metrics, now - self._since)
+        self._since = now
         self.done += 1
-        line = (f"stage {planned.stage} step {planned.step} ({planned.role}): "
-                f"gen reward {metrics.get('generator/reward', 0):.3f} | "
-                f"disc reward {metrics.get('discriminator/reward', 0):.3f} | "
-                f"validity {metrics.get('discriminator/validity', 0):.2f} | "
-                f"infra-masked {int(metrics.get('sandbox/infra_masked_samples', 0))}")
-        self._bar.update(self._task, completed=self.done, description=line)
-        self._bar.console.print(line)
+        if self._bar is not None:
+            self._bar.console.print(line, soft_wrap=True)
+            self._bar.update(self._task, completed=self.done)
+        else:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+        get_run_logger().info(line, extra=API_ONLY)  # the flow run's logs, not the console
         update_progress_artifact(self._artifact, 100.0 * self.done / max(self.total, 1))
 
     def __exit__(self, *exc: object) -> None:
-        self._bar.stop()
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def name_flow_run(run_id: str, tags: list[str]) -> None:
+    """Name the current flow run after the training run id and add ``tags`` to it, so the
+    Prefect UI lists runs by what they are (a deployment's run starts with a generated name;
+    the CLI names it at once). Outside a flow run, nothing."""
+    from prefect.client.orchestration import get_client
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    if context is None or context.flow_run is None:
+        return
+    run = context.flow_run
+    merged = sorted(set(run.tags or []) | set(tags))
+    with get_client(sync_client=True) as client:
+        client.update_flow_run(run.id, name=run_id, tags=merged)
+
+
+def flow_run_name() -> str:
+    """``flow_run_name`` of the train flow: the run id when it is given (the CLI always gives
+    it), else a placeholder that :func:`name_flow_run` replaces once the run id is known."""
+    from prefect.runtime import flow_run
+
+    return str(flow_run.parameters.get("run_id") or "train (naming...)")

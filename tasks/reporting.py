@@ -12,6 +12,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from artifacts.tracking import run_page
 from configs.names import ROLES
 from pipeline.catalogue import EXECUTIONS, REWARDS, TESTS, UPDATES
 from pipeline.metrics import round3, skipped_line, skipped_updates, stage_table, step_metrics
@@ -107,6 +108,9 @@ def finish_run(ctx: RunContext) -> dict:
     summary["skipped_updates"] = skipped_updates(updates.to_dict("records"),
                                                  ctx.store.read(REWARDS).to_dict("records"),
                                                  cfg.ppo.advantage == "group")
+    url, command = run_page(ctx.tracker.tracking_uri, ctx.tracker.experiment_id,
+                            ctx.mlflow_run_id)
+    browse = url if command is None else f"{command}  (then open {url})"
     print(stage_table(ctx.store.read(REWARDS)))
     print("\nTraining finished.\n"
           f"  run store   : {summary['run_store']}\n"
@@ -114,7 +118,6 @@ def finish_run(ctx: RunContext) -> dict:
           f"  models      : {', '.join(summary['registered_models']) or '(not registered)'}"
           " (aliases: candidate, champion)\n"
           f"  updates     : {skipped_line(len(updates), summary['skipped_updates'])}\n"
-          f"  browse      : mlflow ui --backend-store-uri {summary['mlflow_tracking_uri']}"
-          " --host 127.0.0.1 --workers 1\n"
+          f"  browse      : {browse}\n"
           f"  read tables : pandas.read_parquet('{ctx.store.run_dir}/table=rewards')")
     return summary

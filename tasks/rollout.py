@@ -51,7 +51,7 @@ def _sample(ctx: RunContext, step: int, stage: int, role: str,
                         seed=ctx.seed(step, stage, role))
 
 
-@task(name="rollout", cache_policy=NO_CACHE)
+@task(name="rollout", task_run_name="rollout-step{step}-stage{stage}", cache_policy=NO_CACHE)
 def rollout(ctx: RunContext, step: int, stage: int) -> Pointer:
     """Generator output for ``stage`` over the step's problems x samples."""
     previous = chain_texts(ctx.store, step, stage - 1) if stage > 1 else {}
@@ -59,7 +59,8 @@ def rollout(ctx: RunContext, step: int, stage: int) -> Pointer:
     return write_rows(ctx.store, step, chain_part("generator", stage), rows)
 
 
-@task(name="generate-tests", cache_policy=NO_CACHE)
+@task(name="generate-tests", task_run_name="tests-step{step}-stage{stage}",
+      cache_policy=NO_CACHE)
 def generate_tests(ctx: RunContext, step: int, stage: int) -> list[Pointer]:
     """Discriminator tests for ``stage`` given the chain so far; accumulated per sample."""
     rows, texts = _sample(ctx, step, stage, "discriminator", chain_texts(ctx.store, step, stage))

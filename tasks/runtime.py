@@ -224,15 +224,24 @@ def open_run(cfg: TrainConfig, run_id: str) -> RunContext:
 
 
 def _link_artifact(ctx: RunContext) -> None:
-    from prefect.artifacts import create_link_artifact
+    """A Prefect artifact pointing at the run's MLflow page: a link for a tracking server, else
+    the exact ``mlflow ui`` command for the run's store and the page to open once it runs."""
+    from prefect.artifacts import create_link_artifact, create_markdown_artifact
 
-    exp = ctx.tracker.experiment_id
-    create_link_artifact(
-        f"http://127.0.0.1:5000/#/experiments/{exp}/runs/{ctx.mlflow_run_id}",
-        link_text=f"MLflow run {ctx.mlflow_run_id}",
-        key=f"{artifact_key(ctx.run_id)}-mlflow",
-        description=f"MLflow run of {ctx.run_id} (tracking URI {ctx.tracker.tracking_uri}; "
-                    "start the UI as the README shows)")
+    from artifacts.tracking import run_page
+
+    url, command = run_page(ctx.tracker.tracking_uri, ctx.tracker.experiment_id,
+                            ctx.mlflow_run_id)
+    key = f"{artifact_key(ctx.run_id)}-mlflow"
+    if command is None:
+        create_link_artifact(url, link_text=f"MLflow run {ctx.mlflow_run_id}", key=key,
+                             description=f"MLflow run of {ctx.run_id}")
+    else:
+        create_markdown_artifact(
+            f"MLflow run `{ctx.mlflow_run_id}` of `{ctx.run_id}` is in the store "
+            f"`{ctx.tracker.tracking_uri}`. Start its UI from the repository root:\n\n"
+            f"```bash\n{command}\n```\n\nthen open <{url}>.",
+            key=key, description=f"MLflow run of {ctx.run_id}")
 
 
 def artifact_key(text: str) -> str:

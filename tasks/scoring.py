@@ -11,7 +11,8 @@ from pipeline.scoring import outcomes_from_rows, reward_rows
 from tasks.runtime import RunContext, write_rows
 
 
-@task(name="rewards", cache_policy=NO_CACHE)
+@task(name="rewards", task_run_name="rewards-step{step}-stage{training_stage}",
+      cache_policy=NO_CACHE)
 def score(ctx: RunContext, step: int, training_stage: int) -> Pointer:
     """Per-sample generator and discriminator rewards -> ``rewards/part-all``."""
     tests = ctx.store.read_table(TESTS, step=step).to_pylist()

@@ -11,7 +11,9 @@ from pipeline.update import update_role
 from tasks.runtime import RunContext, read_rows, write_rows
 
 
-@task(name="ppo-update", cache_policy=NO_CACHE)  # never retried: an update is not idempotent
+# never retried: an update is not idempotent
+@task(name="ppo-update", task_run_name="ppo-update-step{step}-stage{stage}-{role}",
+      cache_policy=NO_CACHE)
 def ppo_update_task(ctx: RunContext, step: int, role: str, stage: int) -> Pointer:
     """Update ``role``'s adapter on the trained stage's tokens -> ``updates/part-<role>``."""
     row = update_role(ctx.roles[role], read_rows(ctx.store, step, chain_part(role, stage)),

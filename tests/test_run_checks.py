@@ -157,7 +157,7 @@ def test_finish_run_says_how_many_updates_were_skipped_and_why(capsys, monkeypat
 
     monkeypatch.setattr(runtime, "stage_table", lambda rewards: "(table)")
     ctx = SimpleNamespace(run_id="x", store=Store(), cfg=TrainConfig(), mlflow_run_id="m",
-                          tracker=SimpleNamespace(end_run=lambda run: None,
+                          tracker=SimpleNamespace(end_run=lambda run: None, experiment_id="0",
                                                   tracking_uri="sqlite:///m.db"))
     summary = runtime.finish_run(ctx)
     assert summary["updates"] == 2 and summary["skipped_updates"] == {SKIP_NO_SPREAD: 1}
@@ -171,3 +171,23 @@ def test_finish_run_says_how_many_updates_were_skipped_and_why(capsys, monkeypat
     runtime.finish_run(ctx)
     out = capsys.readouterr().out
     assert "1 of 1 skipped" in out and "no update carried signal" in out, out
+
+
+# -- the console -------------------------------------------------------------------------------
+
+def test_the_console_drops_task_state_lines_and_api_only_records_but_keeps_the_rest():
+    import logging
+
+    from tasks.progress import API_ONLY, _ConsoleFilter
+
+    def record(name, msg, level=logging.INFO, **extra):
+        rec = logging.LogRecord(name, level, __file__, 1, msg, None, None)
+        rec.__dict__.update(extra)
+        return rec
+
+    keep = _ConsoleFilter().filter
+    assert not keep(record("prefect.task_runs", "Finished in state Completed()"))
+    assert not keep(record("prefect.flow_runs", "step 1/4 ...", **API_ONLY))
+    assert keep(record("prefect.task_runs", "warm start generator: step 25/100, loss 1.2"))
+    assert keep(record("prefect.task_runs", "Finished in state Failed('boom')", logging.ERROR))
+    assert keep(record("prefect.flow_runs", "Finished in state Completed()"))

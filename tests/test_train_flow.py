@@ -31,7 +31,7 @@ def overrides(tiny_model_dir: Path, tmp: Path) -> list[str]:
 
 
 def test_flow_trains_stage_by_stage_and_records_everything(prefect_harness, tiny_model_dir,
-                                                           tmp_path, monkeypatch):
+                                                           tmp_path, monkeypatch, capsys):
     from artifacts.tracking import Tracker
     from flows.train import train
 
@@ -68,6 +68,28 @@ def test_flow_trains_stage_by_stage_and_records_everything(prefect_harness, tiny
     for name in summary["registered_models"]:
         assert tracker.alias_version(name, "candidate") is not None
         assert tracker.alias_version(name, "champion") is not None
+
+    # what a user sees: one plain line per step (stdout is piped here), a flow run named by the
+    # run id and tagged, task runs named with step, stage and role
+    out = capsys.readouterr().out
+    lines = [ln for ln in out.splitlines() if ln.startswith("step ")]
+    assert [ln.split(" | ")[0] for ln in lines] == [
+        "step 1/4 stage 1 discriminator", "step 2/4 stage 1 generator",
+        "step 3/4 stage 2 discriminator", "step 4/4 stage 2 generator"], out
+    assert all(ln.endswith(" s") for ln in lines), lines
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, FlowRunFilterName
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            name=FlowRunFilterName(any_=["flow-test"])))
+        assert len(runs) == 1, [r.name for r in runs]
+        assert {"config:minimal", "stages:1,2"} <= set(runs[0].tags), runs[0].tags
+        names = {t.name for t in client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[runs[0].id])))}
+    assert {"rollout-step1-stage1", "tests-step1-stage5", "execute-step3",
+            "rewards-step4-stage2", "ppo-update-step1-stage1-discriminator",
+            "ppo-update-step4-stage2-generator"} <= names, sorted(names)
 
 
 def test_gae_trains_a_value_head_that_is_saved_and_restored(prefect_harness, tiny_model_dir,

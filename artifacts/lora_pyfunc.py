@@ -5,8 +5,11 @@ into every registered model version and executes it on load. It therefore import
 this repository, so ``mlflow.pyfunc.load_model("models:/<name>@champion")`` works in a fresh
 process anywhere the base model path or hub id resolves.
 
-The version's artifacts hold the adapter folder and ``base.json`` naming the base model (its
-weights are not copied). Input: a DataFrame with a ``prompt`` column; output: one generated
+The version's artifacts hold the adapter folder, ``base.json`` naming the base model, and,
+for a small local base model, its copy (``base_model``): a hub id is loaded by id, a big local
+folder from ``$ADVERSARIAL_BASE_MODEL_DIR/<name>``; never a path of the training machine.
+
+Input: a DataFrame with a ``prompt`` column; output: one generated
 string per prompt (greedy; params ``max_new_tokens``, default 32). Reloading goes through
 ``PeftModel.from_pretrained``, not ``mlflow.transformers``, which in MLflow 3.17 re-initialises
 LoRA weights on reload for a base model without a hub id.
@@ -15,6 +18,7 @@ LoRA weights on reload for a base model without a hub id.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from mlflow.models import set_model
@@ -31,7 +35,15 @@ class LoraTextModel(PythonModel):
         from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
         spec = json.loads(Path(context.artifacts["base"]).read_text())
-        base = spec["base_model"]
+        base = spec["base_model"]  # a hub id (or, registered before bundling, a path)
+        if "base_model" in context.artifacts:  # bundled with the version
+            base = context.artifacts["base_model"]
+        elif spec.get("base_source") == "local":
+            root = os.environ.get("ADVERSARIAL_BASE_MODEL_DIR")
+            if not root:
+                raise ValueError(f"base model {base!r} is not bundled with this version; set "
+                                 "ADVERSARIAL_BASE_MODEL_DIR to the folder that holds it")
+            base = str(Path(root) / base)
         # The tiny offline tokenizer is a bare PreTrainedTokenizerFast: AutoTokenizer cannot
         # resolve its class, so it is detected by the spec file the tiny builder writes.
         tok_cls = (PreTrainedTokenizerFast if (Path(base) / "tiny_spec.json").exists()

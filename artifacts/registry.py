@@ -14,6 +14,7 @@ import importlib.metadata
 import json
 import math
 import re
+import shutil
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -32,6 +33,42 @@ from artifacts.checkpoints import ADAPTER_DIR, CheckpointInfo
 PYFUNC_CODE = Path(__file__).resolve().parent / "lora_pyfunc.py"
 CANDIDATE, CHAMPION = "candidate", "champion"
 BASE_SPEC = "base.json"  # a registered version's base model, dtype, role and checkpoint info
+BASE_DIR_ENV = "ADVERSARIAL_BASE_MODEL_DIR"  # where local base models too big to bundle are found
+BUNDLE_MAX_BYTES = 200 * 2**20  # a local base model up to this size travels with each version
+
+
+def base_reference(base_model: str) -> tuple[dict[str, str], Path | None]:
+    """How a version records its base model, never as a path of the training machine:
+    ``({"base_model", "base_source"}, folder to bundle or None)``. A hub id is recorded as the
+    id (``hub``); a local folder by its name, bundled with the version when it is small
+    (``bundled``), else found under ``$ADVERSARIAL_BASE_MODEL_DIR/<name>`` where the version is
+    loaded (``local``)."""
+    base = Path(base_model).expanduser()
+    if not base.is_dir():
+        return {"base_model": base_model, "base_source": "hub"}, None
+    size = sum(f.stat().st_size for f in base.rglob("*") if f.is_file())
+    if size <= BUNDLE_MAX_BYTES:
+        return {"base_model": base.name, "base_source": "bundled"}, base
+    return {"base_model": base.name, "base_source": "local"}, None
+
+
+def resolve_base(spec: dict[str, Any], bundled: str | None) -> str:
+    """The base model to load for a version's ``base.json``: the bundled copy, the folder under
+    ``$ADVERSARIAL_BASE_MODEL_DIR``, or the hub id (versions registered before bundling
+    recorded a path: used as it is)."""
+    import os
+
+    source = spec.get("base_source")
+    if source == "bundled" and bundled:
+        return bundled
+    if source == "local":
+        root = os.environ.get(BASE_DIR_ENV)
+        if not root:
+            raise ValueError(f"base model {spec['base_model']!r} was registered as a local "
+                             f"folder too big to bundle; set {BASE_DIR_ENV} to the folder "
+                             "that holds it")
+        return str(Path(root) / spec["base_model"])
+    return spec["base_model"]
 
 
 @dataclass(frozen=True)
@@ -70,13 +107,16 @@ class ModelRegistry:
                             base_model: str, dtype: str = "float32") -> RegisteredVersion:
         """Register ``ckpt`` as a new pyfunc version of ``name`` (base + adapter, generating
         text); alias ``candidate`` moves to it, ``champion`` to the best score so far."""
-        base = Path(base_model)
-        base_ref = str(base.resolve()) if base.exists() else base_model  # local path or hub id
+        ref, bundle = base_reference(base_model)
         with tempfile.TemporaryDirectory() as tmp:
             adapter_root = self.load_checkpoint(ckpt, Path(tmp) / "ckpt")  # verified
             spec = Path(tmp) / BASE_SPEC
-            spec.write_text(json.dumps({"base_model": base_ref, "dtype": dtype, "role": ckpt.role,
+            spec.write_text(json.dumps({**ref, "dtype": dtype, "role": ckpt.role,
                                         "checkpoint": ckpt.to_dict()}, indent=1))
+            artifacts = {"adapter": str(adapter_root / "adapter"), "base": str(spec)}
+            if bundle is not None:  # MLflow stores an artifact under its own file name
+                shutil.copytree(bundle, Path(tmp) / "base_model")
+                artifacts["base_model"] = str(Path(tmp) / "base_model")
             logged = self.client.create_logged_model(
                 self.experiment_id, name=f"{ckpt.role}-step{ckpt.step:06d}",
                 source_run_id=run_id, model_type="lora-pyfunc",
@@ -87,7 +127,7 @@ class ModelRegistry:
                 warnings.simplefilter("ignore", UserWarning)
                 mlflow.pyfunc.save_model(
                     str(Path(tmp) / "model"), python_model=str(PYFUNC_CODE),
-                    artifacts={"adapter": str(adapter_root / "adapter"), "base": str(spec)},
+                    artifacts=artifacts,
                     signature=_SIGNATURE, pip_requirements=_requirements(),
                     mlflow_model=Model(artifact_path=logged.artifact_location, run_id=run_id,
                                        model_id=logged.model_id, model_uuid=logged.model_id))
@@ -105,8 +145,12 @@ class ModelRegistry:
                 **{f"metric.{k}": repr(v) for k, v in ckpt.metrics.items()}}
         # source = the logged model's storage location, not "models:/<id>": MLflow 3.17's SQL
         # registry resolves "models:/<id>" with a client on the *global* tracking URI.
+        description = (f"{ckpt.role} adapter after training stage {ckpt.stage}, step "
+                       f"{ckpt.step} (score {ckpt.score:.3f}) of MLflow run {run_id}; base model "
+                       f"{ref['base_model']} ({ref['base_source']})")
         mv = self.client.create_model_version(name, source=logged.artifact_location,
-                                              run_id=run_id, tags=tags, model_id=logged.model_id)
+                                              run_id=run_id, tags=tags, model_id=logged.model_id,
+                                              description=description)
         self.client.set_registered_model_alias(name, CANDIDATE, mv.version)
         self._update_champion(name)
         aliases = tuple(self.client.get_model_version(name, mv.version).aliases)
@@ -183,8 +227,12 @@ class ModelRegistry:
         base = self.registered_base_spec(name, version)
         ckpt = CheckpointInfo(**base["checkpoint"])
         folder = self.load_checkpoint(ckpt, Path(dst) / f"{name}-v{version}")
+        bundled = None
+        if base.get("base_source") == "bundled":
+            bundled = self._download_version(name, version, str(Path(dst) / f"{name}-v{version}"
+                                                                 "-base"), "artifacts/base_model")
         return RegisteredCheckpoint(name, version, model_uri.partition("@")[2] or None,
-                                    base["base_model"], base.get("dtype"), ckpt, folder)
+                                    resolve_base(base, bundled), base.get("dtype"), ckpt, folder)
 
     def _download_version(self, name: str, version: str, dst: str, path: str = "") -> str:
         """A registered version's logged model (or ``path`` inside it) into ``dst``; the

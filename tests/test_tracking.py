@@ -200,12 +200,20 @@ def test_registry_aliases_follow_newest_and_best(tracker, run_id, checkpoints, t
     mv = tracker.client.get_model_version(name, "2")
     assert mv.tags["content_hash"] == infos[1].content_hash
     assert float(mv.tags["score"]) == pytest.approx(0.78)
+    # portable: the small local base model travels with the version, named, not by its path
+    spec = tracker.registered_base_spec(name, "2")
+    assert spec["base_model"] == tiny_model_dir.name and spec["base_source"] == "bundled"
+    assert str(tiny_model_dir) not in json.dumps(spec)
+    assert mv.description.startswith(f"generator adapter after training stage {infos[1].stage}")
+    assert f"run {run_id}" in mv.description and "score 0.780" in mv.description
 
 
 @pytest.mark.slow  # a new interpreter importing torch + transformers + mlflow: 5-25 s
-def test_registered_model_loads_in_a_fresh_process(tracker, checkpoints, tmp_path):
+def test_registered_model_loads_in_a_fresh_process(tracker, checkpoints, tmp_path,
+                                                   tiny_model_dir):
     """Plain ``mlflow.pyfunc.load_model("models:/<name>@champion")`` in a new interpreter,
-    outside the repository: same logits as the trained adapter, and it generates text."""
+    outside the repository: same logits as the trained adapter, and it generates text, with
+    the base model bundled in the version (not the training machine's folder)."""
     models, _ = checkpoints
     name = "artifacts-test-generator"
     in_process = tracker.load_registered(f"models:/{name}@champion")
@@ -220,6 +228,8 @@ def test_registered_model_loads_in_a_fresh_process(tracker, checkpoints, tmp_pat
         prompts = pd.DataFrame({{"prompt": {list(prompts["prompt"])!r}}})
         text = model.predict(prompts, params={{"max_new_tokens": 6}})
         peft = model.unwrap_python_model().model
+        print(peft.base_model.model.config._name_or_path, file=sys.stderr)
+        assert {str(tiny_model_dir)!r} not in peft.base_model.model.config._name_or_path
         with torch.no_grad():
             out = peft(input_ids=torch.tensor({INPUT_IDS.tolist()!r})).logits
         np.save(sys.argv[1], out.numpy())

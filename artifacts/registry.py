@@ -105,6 +105,16 @@ class ModelRegistry:
 
     def register_checkpoint(self, run_id: str, ckpt: CheckpointInfo, name: str,
                             base_model: str, dtype: str = "float32") -> RegisteredVersion:
+        """Register ``ckpt`` as a new pyfunc version of ``name`` (see :meth:`_register`).
+        MLflow's "add type hints to predict" warning is kept off the console throughout: the
+        version has an explicit signature."""
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r".*Add type hints to the `predict`",
+                                    category=UserWarning)
+            return self._register(run_id, ckpt, name, base_model, dtype)
+
+    def _register(self, run_id: str, ckpt: CheckpointInfo, name: str,
+                  base_model: str, dtype: str = "float32") -> RegisteredVersion:
         """Register ``ckpt`` as a new pyfunc version of ``name`` (base + adapter, generating
         text); alias ``candidate`` moves to it, ``champion`` to the best score so far."""
         ref, bundle = base_reference(base_model)

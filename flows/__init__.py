@@ -29,3 +29,8 @@ warnings.filterwarnings("ignore", message=r".*Add type hints to the `predict` me
                         category=UserWarning)
 warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated",
                         category=FutureWarning)
+# bitsandbytes logs a WARNING on every import on CPU that an optional kernel package is absent;
+# 4-bit loading on CPU is refused with its own clear error anyway (models.policy).
+import logging  # noqa: E402
+
+logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)

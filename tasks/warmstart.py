@@ -9,7 +9,7 @@ from pipeline.warmstart import fit_roles
 from tasks.runtime import RunContext
 
 
-@task(name="warm-start", cache_policy=NO_CACHE)
+@task(name="warm-start", task_run_name="warm-start", cache_policy=NO_CACHE)
 def warm_start(ctx: RunContext) -> dict[str, float]:
     """Fit both adapters; returns first/last loss per role (logged as ``warm_start/*``)."""
     stats = fit_roles(ctx.policies, ctx.problems, ctx.cfg.warm_start,

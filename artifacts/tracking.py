@@ -171,14 +171,33 @@ class Tracker(ModelRegistry):
                 if run.info.status != "RUNNING":
                     self.client.update_run(run.info.run_id, status="RUNNING")
                 return run.info.run_id
+        schedule = cfg.schedule
+        description = (f"Adversarial PPO training run {run_name or cfg.name} of config "
+                       f"{cfg.name!r}: training stages {list(schedule.stages)}, each "
+                       f"{schedule.n_discriminator_steps} discriminator + "
+                       f"{schedule.n_generator_steps} generator + {schedule.k_alternating} "
+                       f"alternating steps; generator {cfg.model.generator}.")
         all_tags = {TAG_FLOW_RUN: flow_run_id or "", TAG_CONFIG_HASH: chash,
                     TAG_GIT: commit or git_commit(), "config.name": str(cfg.name),
-                    "mlflow.source.type": "JOB", **(tags or {})}
+                    "mlflow.source.type": "JOB", "mlflow.note.content": description,
+                    **(tags or {})}
         run = self.client.create_run(self.experiment_id, run_name=run_name or cfg.name,
                                      tags=all_tags)
         params = [Param(k, _param_value(v)) for k, v in flatten(config_to_dict(cfg)).items()]
         self.client.log_batch(run.info.run_id, params=params)
+        self.client.log_dict(run.info.run_id, config_to_dict(cfg), "config.json")  # resolved
         return run.info.run_id
+
+    def log_dataset(self, run_id: str, frame: Any, name: str, source: str,
+                    context: str = "training") -> None:
+        """Log ``frame`` (a pandas DataFrame) as a dataset input of the run (the MLflow UI's
+        Datasets column); logging the same data again is a no-op for MLflow (same digest)."""
+        import mlflow.data
+        from mlflow.entities import DatasetInput, InputTag
+
+        dataset = mlflow.data.from_pandas(frame, source=source, name=name)
+        self.client.log_inputs(run_id, datasets=[DatasetInput(
+            dataset._to_mlflow_entity(), tags=[InputTag("mlflow.data.context", context)])])
 
     def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int) -> None:
         """Log namespaced metrics (``generator/pass_rate``, ``ppo/approx_kl``, ...) at ``step``

@@ -219,8 +219,19 @@ def open_run(cfg: TrainConfig, run_id: str) -> RunContext:
         flow_run_id = None
     ctx.mlflow_run_id = ctx.tracker.run_for(cfg, run_id, flow_run_id)
     record_problem_report(ctx)  # skipped and repaired problems: run store and MLflow
+    ctx.tracker.log_dataset(ctx.mlflow_run_id, problem_frame(ctx.problems),
+                            name=f"problems:{cfg.problems.source}",
+                            source=str(cfg.problems.source))
     _link_artifact(ctx)
     return ctx
+
+
+def problem_frame(problems: list[Problem]) -> Any:
+    """The run's problems as the table logged as its MLflow dataset input."""
+    import pandas as pd
+
+    return pd.DataFrame([{"id": p.id, "entry_point": p.entry_point, "description": p.description,
+                          "n_baseline_tests": len(p.baseline_tests)} for p in problems])
 
 
 def _link_artifact(ctx: RunContext) -> None:

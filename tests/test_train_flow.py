@@ -61,6 +61,10 @@ def test_flow_trains_stage_by_stage_and_records_everything(prefect_harness, tiny
     run = tracker.client.get_run(summary["mlflow_run_id"])
     assert run.info.status == "FINISHED"
     assert run.data.tags["adversarial.run_id"] == "flow-test"
+    assert run.data.tags["mlflow.note.content"].startswith("Adversarial PPO training run flow-test")
+    assert "config.json" in {f.path for f in tracker.client.list_artifacts(run.info.run_id)}
+    datasets = [d.dataset for d in run.inputs.dataset_inputs]
+    assert len(datasets) == 1 and datasets[0].name.startswith("problems:"), datasets
     for key in ("generator/reward", "discriminator/validity", "sandbox/timeouts"):
         history = tracker.client.get_metric_history(run.info.run_id, key)
         assert [m.step for m in history] == [1, 2, 3, 4], key

@@ -30,6 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="override a config value, e.g. "
                         "ppo.learning_rate=1e-5 (repeatable)")
+    parser.add_argument("--init-from", metavar="SPEC",
+                        help="start a new run from trained adapters instead of the warm start: "
+                        "models:/NAME@ALIAS, models:/NAME/VERSION, runs:/<id>/checkpoints/... "
+                        "or a checkpoint folder (hash-verified)")
     return parser
 
 
@@ -62,7 +66,8 @@ def train_step(ctx: RunContext, planned: PlannedStep, last_of_stage: bool) -> di
 
 @flow(name="train", log_prints=True, flow_run_name=flow_run_name)
 def train(config: str = "configs/tiny.yaml", overrides: list[str] | None = None,
-          artifacts_root: str | None = None, run_id: str | None = None) -> dict[str, Any]:
+          artifacts_root: str | None = None, run_id: str | None = None,
+          init_from: str | None = None) -> dict[str, Any]:
     """Train both adapters on ``config``; returns where the results are."""
     overrides = list(overrides or [])
     if artifacts_root:
@@ -81,7 +86,18 @@ def train(config: str = "configs/tiny.yaml", overrides: list[str] | None = None,
         get_run_logger().info("run %s: resuming after step %d of %d", run_id, start, len(steps))
     else:
         get_run_logger().info("run %s: starting, %d steps", run_id, len(steps))
-    if start == 0 and cfg.warm_start.enabled and 0 not in ctx.resume.steps():
+    fresh = start == 0 and 0 not in ctx.resume.steps()
+    if init_from and fresh:  # trained adapters instead of the warm start
+        from tasks.initfrom import init_adapters
+
+        sources = init_adapters(ctx, init_from)
+        ctx.tracker.set_tags(ctx.mlflow_run_id, {"init_from": init_from, **{
+            f"init_from.{role}": where for role, where in sources.items()}})
+        ctx.save_state(0)
+    elif init_from:
+        get_run_logger().warning("--init-from %s ignored: run %s continues from its own state",
+                                 init_from, run_id)
+    elif fresh and cfg.warm_start.enabled:
         warm_start(ctx)
         ctx.save_state(0)
     with Progress(ctx, total=len(steps), done=start) as progress:
@@ -115,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         from deployments.server import ensure_prefect_api
         ensure_prefect_api()  # a temporary Prefect server that dies with this run
         train(config=args.config, overrides=args.overrides, artifacts_root=args.artifacts_root,
-              run_id=args.run_id or new_run_id(cfg))  # named by its run id from the start
+              run_id=args.run_id or new_run_id(cfg),  # named by its run id from the start
+              init_from=args.init_from)
     except (StateIntegrityError, ManifestCorrupt) as exc:  # no intact resume state, or a
         # corrupt step manifest (a completed step, never redone): nothing was trained on it
         print(f"error: {exc}", file=sys.stderr)

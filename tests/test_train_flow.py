@@ -203,3 +203,33 @@ def test_killed_run_resumes_without_losing_or_repeating_a_step(tiny_model_dir, t
     for role in ("generator", "discriminator"):
         rows = updates[updates["role"] == role]
         assert list(rows["adapter_version_before"])[1:] == list(rows["adapter_version_after"])[:-1]
+
+
+def test_init_from_a_registry_alias_starts_from_the_registered_adapters(
+        prefect_harness, tiny_model_dir, tmp_path, monkeypatch):
+    """A new run with init_from=models:/<name>@champion samples its first step with exactly
+    the registered adapters (both roles: the discriminator comes from the same alias), and
+    skips the warm start."""
+    from artifacts.tracking import Tracker
+    from flows.train import train
+
+    monkeypatch.chdir(tmp_path)
+    sets = overrides(tiny_model_dir, tmp_path) + ["schedule.stages=[1]"]
+    first = train(config=str(REPO / "configs/minimal.yaml"), overrides=sets, run_id="source")
+    tracker = Tracker(first["mlflow_tracking_uri"], "minimal")
+    expected = {}
+    for name in first["registered_models"]:
+        reg = tracker.registered_checkpoint(f"models:/{name}@champion", tmp_path / "dl")
+        expected[reg.checkpoint.role] = reg.checkpoint.extra["adapter_version"]
+    assert set(expected) == {"generator", "discriminator"}
+
+    second = train(config=str(REPO / "configs/minimal.yaml"), run_id="started",
+                   overrides=sets + ["warm_start.enabled=true", "warm_start.steps=1000"],
+                   init_from="models:/minimal-generator@champion")
+    chains = RunStore(str(tmp_path / "runs"), "started").read("chains", step=1)
+    for role, version in expected.items():
+        assert set(chains[chains["role"] == role]["adapter_version"]) == {version}, role
+    run = tracker.client.get_run(second["mlflow_run_id"])
+    assert run.data.tags["init_from"] == "models:/minimal-generator@champion"
+    assert not tracker.client.get_metric_history(run.info.run_id,
+                                                 "warm_start/generator_seconds")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Any
 
 
@@ -47,7 +48,7 @@ from configs.schema import check_learnable
 from pipeline.catalogue import work_items
 from pipeline.schedule import PlannedStep, ends_stage, plan
 from tasks.progress import Progress, flow_run_name, name_flow_run, quiet_console
-from tasks.reporting import close_step, finish_run
+from tasks.reporting import close_step, finish_run, log_step_time
 from tasks.resume import resume_point
 from tasks.runtime import RunContext, new_run_id, open_run
 from tasks.step import run_item
@@ -56,11 +57,16 @@ from tasks.warmstart import warm_start
 
 def train_step(ctx: RunContext, planned: PlannedStep, last_of_stage: bool) -> dict[str, float]:
     """The catalogue's items in order (rollout -> tests, stage by stage; execute -> rewards ->
-    update), then save the state and close the step (its manifest is written last)."""
+    update), then save the state and close the step (its manifest is written last). Where the
+    step's time went is logged as ``time/*``."""
+    start, item_s = time.perf_counter(), {}
     for item in work_items():
+        t = time.perf_counter()
         run_item(ctx, planned, item)
+        item_s[item.kind] = item_s.get(item.kind, 0.0) + time.perf_counter() - t
     ctx.save_state(planned.step)
     metrics, _ = close_step(ctx, planned.step, planned.stage, planned.role, last_of_stage)
+    ctx.timings.append(log_step_time(ctx, planned.step, time.perf_counter() - start, item_s))
     return metrics
 
 

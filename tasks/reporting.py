@@ -14,8 +14,9 @@ from prefect.cache_policies import NO_CACHE
 
 from artifacts.tracking import run_page
 from configs.names import ROLES
-from pipeline.catalogue import EXECUTIONS, REWARDS, TESTS, UPDATES
+from pipeline.catalogue import CHAINS, EXECUTIONS, REWARDS, TESTS, UPDATES
 from pipeline.metrics import round3, skipped_line, skipped_updates, stage_table, step_metrics
+from pipeline.timing import mean_breakdown, step_breakdown
 from tasks.runtime import RunContext, artifact_key
 
 
@@ -90,6 +91,18 @@ def close_step(ctx: RunContext, step: int, stage: int, role: str,
     return metrics, ctx.store.complete_step(step)
 
 
+def log_step_time(ctx: RunContext, step: int, total_s: float,
+                  item_s: dict[str, float]) -> dict[str, float]:
+    """Where the step's ``total_s`` went (``pipeline.timing``), logged as ``time/*``."""
+    read = ctx.store.read_table
+    breakdown = step_breakdown(total_s, item_s,
+                               read(CHAINS, step=step, columns=["latency_s"]).to_pylist(),
+                               read(UPDATES, step=step, columns=["duration_s"]).to_pylist())
+    if ctx.tracker is not None and ctx.mlflow_run_id:
+        ctx.tracker.log_metrics(ctx.mlflow_run_id, breakdown, step=step)
+    return breakdown
+
+
 def finish_run(ctx: RunContext) -> dict:
     """Close the MLflow run and say where everything is."""
     ctx.tracker.end_run(ctx.mlflow_run_id)
@@ -118,6 +131,7 @@ def finish_run(ctx: RunContext) -> dict:
           f"  models      : {', '.join(summary['registered_models']) or '(not registered)'}"
           " (aliases: candidate, champion)\n"
           f"  updates     : {skipped_line(len(updates), summary['skipped_updates'])}\n"
+          f"  step time   : {mean_breakdown(ctx.timings)}\n"
           f"  browse      : {browse}\n"
           f"  read tables : pandas.read_parquet('{ctx.store.run_dir}/table=rewards')")
     return summary

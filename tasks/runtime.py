@@ -96,6 +96,7 @@ class RunContext:
     roles: dict[str, RoleState] = field(default_factory=dict)
     tracker: Tracker | None = None
     mlflow_run_id: str | None = None
+    timings: list[dict[str, float]] = field(default_factory=list)  # time/* of steps run here
     _mutants: dict[str, list[Mutant]] = field(default_factory=dict)
 
     @classmethod

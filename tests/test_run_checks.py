@@ -157,6 +157,7 @@ def test_finish_run_says_how_many_updates_were_skipped_and_why(capsys, monkeypat
 
     monkeypatch.setattr(runtime, "stage_table", lambda rewards: "(table)")
     ctx = SimpleNamespace(run_id="x", store=Store(), cfg=TrainConfig(), mlflow_run_id="m",
+                          timings=[],
                           tracker=SimpleNamespace(end_run=lambda run: None, experiment_id="0",
                                                   tracking_uri="sqlite:///m.db"))
     summary = runtime.finish_run(ctx)

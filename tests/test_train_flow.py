@@ -65,7 +65,8 @@ def test_flow_trains_stage_by_stage_and_records_everything(prefect_harness, tiny
     assert "config.json" in {f.path for f in tracker.client.list_artifacts(run.info.run_id)}
     datasets = [d.dataset for d in run.inputs.dataset_inputs]
     assert len(datasets) == 1 and datasets[0].name.startswith("problems:"), datasets
-    for key in ("generator/reward", "discriminator/validity", "sandbox/timeouts"):
+    for key in ("generator/reward", "discriminator/validity", "sandbox/timeouts",
+                "time/generation_s", "time/other_fraction"):
         history = tracker.client.get_metric_history(run.info.run_id, key)
         assert [m.step for m in history] == [1, 2, 3, 4], key
     assert {c.step for c in tracker.list_checkpoints(run.info.run_id)} == {2, 4}

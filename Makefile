@@ -53,4 +53,4 @@ bench: setup
 	for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf runs mlflow.db mlartifacts .prefect $(TINY_MODEL)
+	rm -rf runs mlflow.db mlartifacts .prefect $(TINY_MODEL) .cache/warmstart

@@ -1,19 +1,117 @@
-"""The supervised warm start as a Prefect task (the maths: ``pipeline.warmstart``)."""
+"""The supervised warm start as a Prefect task (the maths: ``pipeline.warmstart``), cached.
+
+The warm-started adapters are a function of the base model, the LoRA and warm-start settings,
+the problems, the prompts and the code that fits them; they are kept under
+``.cache/warmstart/<key>/`` with ``key`` a hash of all of those (:func:`warm_start_key`), so a
+later run or benchmark with the same inputs loads them in seconds and says so. An entry is
+written atomically (a temp folder renamed) with a manifest of each role's ``adapter_version``,
+checked after loading: a damaged entry is reported and fitted again.
+"""
 
 from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from pathlib import Path
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from configs import config_to_dict
 from pipeline.warmstart import fit_roles
 from tasks.runtime import RunContext
+
+CACHE_ROOT = Path(".cache") / "warmstart"
+REPO = Path(__file__).resolve().parent.parent
+# The code whose change changes what the warm start fits (prompts, stage texts, log-probs).
+CODE = ("pipeline/warmstart.py", "models/prompts.py", "models/stages.py", "models/logprobs.py",
+        "models/policy.py")
+
+
+def _files_digest(paths: list[Path], root: Path | None = None) -> str:
+    h = hashlib.sha256()
+    for path in sorted(paths):
+        h.update(str(path.relative_to(root) if root else path).encode())
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def warm_start_key(ctx: RunContext) -> str:
+    """A hash of everything that determines the warm-started adapters."""
+    import torch
+    import transformers
+
+    cfg = ctx.cfg
+    model = config_to_dict(cfg)["model"]
+    bases = {}
+    for name in dict.fromkeys((cfg.model.generator, cfg.model.discriminator_base or "")):
+        base = Path(name)
+        bases[name] = (_files_digest([p for p in base.rglob("*") if p.is_file()], base)
+                       if name and base.is_dir() else name)
+    problems = [(p.id, p.description, p.entry_point, p.reference_solution,
+                 list(p.baseline_tests)) for p in ctx.problems]
+    blob = json.dumps({
+        "model": model, "bases": bases, "lora": config_to_dict(cfg)["lora"],
+        "warm_start": config_to_dict(cfg)["warm_start"], "seed": cfg.sampling.seed,
+        "problems": problems, "code": _files_digest([REPO / c for c in CODE], REPO),
+        "torch": torch.__version__, "transformers": transformers.__version__,
+    }, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def _load_cached(ctx: RunContext, folder: Path) -> dict | None:
+    """The cached adapters loaded into ``ctx`` (their manifest), or None when the entry is
+    missing or damaged (then said, and the caller fits again)."""
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text())
+        for role, version in manifest["adapter_versions"].items():
+            ctx.roles[role].load(folder / role, None)
+            if ctx.roles[role].version != version:
+                raise ValueError(f"{role} adapter_version {ctx.roles[role].version}, "
+                                 f"expected {version}")
+        return manifest
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # damaged entry: fitted again, from fresh adapters
+        print(f"warm start: cached entry {folder} is damaged ({type(exc).__name__}: {exc}); "
+              "fitting again")
+        ctx.load_policies()
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+
+
+def _save_cached(ctx: RunContext, folder: Path, stats: dict[str, float]) -> None:
+    tmp = folder.with_name(f".tmp-{folder.name}-{time.time_ns()}")
+    tmp.mkdir(parents=True)
+    roles = [r for r in ctx.cfg.warm_start.roles]
+    for role in roles:
+        ctx.roles[role].save(tmp / role, None)
+    (tmp / "manifest.json").write_text(json.dumps({
+        "adapter_versions": {r: ctx.roles[r].version for r in roles}, "stats": stats,
+        "saved_by": ctx.run_id, "created_at": time.time()}, indent=1))
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.rename(folder)
 
 
 @task(name="warm-start", task_run_name="warm-start", cache_policy=NO_CACHE)
 def warm_start(ctx: RunContext) -> dict[str, float]:
-    """Fit both adapters; returns first/last loss per role (logged as ``warm_start/*``)."""
-    stats = fit_roles(ctx.policies, ctx.problems, ctx.cfg.warm_start,
-                      ctx.cfg.model.max_context_tokens, lambda role: ctx.seed("warm-start", role))
+    """Fit both adapters (or load them from the cache); returns first/last loss per role
+    (logged as ``warm_start/*``)."""
+    folder = CACHE_ROOT / warm_start_key(ctx)
+    cached = _load_cached(ctx, folder)
+    if cached is not None:
+        print(f"warm start: reused {folder} (saved by run {cached.get('saved_by')}; delete the "
+              "folder to fit again)")
+        stats = dict(cached.get("stats", {}))
+    else:
+        stats = fit_roles(ctx.policies, ctx.problems, ctx.cfg.warm_start,
+                          ctx.cfg.model.max_context_tokens,
+                          lambda role: ctx.seed("warm-start", role))
+        _save_cached(ctx, folder, stats)
     if ctx.tracker is not None and ctx.mlflow_run_id:
         ctx.tracker.log_metrics(ctx.mlflow_run_id, stats, step=0)
+        ctx.tracker.set_tags(ctx.mlflow_run_id, {"warm_start.cache": str(folder),
+                                                 "warm_start.reused": cached is not None})
     return stats

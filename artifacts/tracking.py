@@ -266,7 +266,6 @@ class Tracker(ModelRegistry):
                 else:
                     self.client.log_artifact(run_id, str(item), path)
             self.client.log_artifact(run_id, str(out / "checkpoint.json"), path)
-        self.log_metrics(run_id, {f"checkpoint/{role}_score": info.score}, step=step)
         return CheckpointInfo(**{**info.to_dict(), "run_id": run_id, "artifact_path": path})
 
     def list_checkpoints(self, run_id: str, role: str | None = None) -> list[CheckpointInfo]:

@@ -18,12 +18,18 @@ def _mean(values: list[float]) -> float:
     return float(statistics.fmean(values)) if values else 0.0
 
 
+def _std(values: list[float]) -> float:
+    """Population standard deviation (0 for fewer than two values)."""
+    return float(statistics.pstdev(values)) if len(values) > 1 else 0.0
+
+
 def round3(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
 def step_metrics(rewards: list[dict[str, Any]], executions: list[dict[str, Any]],
-                 updates: list[dict[str, Any]], tests: list[dict[str, Any]]) -> dict[str, float]:
+                 updates: list[dict[str, Any]], tests: list[dict[str, Any]],
+                 chains: list[dict[str, Any]] = ()) -> dict[str, float]:
     """Namespaced means of one step (``generator/*``, ``discriminator/*``, ``ppo/*``, ...).
 
     Reward means cover the scored samples only: a masked sample (an ``infra`` verdict, see
@@ -37,22 +43,24 @@ def step_metrics(rewards: list[dict[str, Any]], executions: list[dict[str, Any]]
     n_masked = len(all_rows) - len(rewards)
     m: dict[str, float] = {
         "generator/reward": _mean([r["generator_reward"] for r in rewards]),
+        "generator/reward_std": _std([r["generator_reward"] for r in rewards]),
         "generator/pass_rate": _mean([r["n_passed_valid"] / r["n_valid"] if r["n_valid"]
                                       else 0.0 for r in rewards]),
         "generator/baseline_pass_rate": _mean([r["n_baseline_passed"] / r["n_baseline"]
                                                for r in rewards if r["n_baseline"]]),
         "discriminator/reward": _mean([r["discriminator_reward"] for r in rewards]),
+        "discriminator/reward_std": _std([r["discriminator_reward"] for r in rewards]),
         "discriminator/validity": _mean([r["validity"] for r in rewards
                                          if r["validity"] is not None]),
         "discriminator/bug_catch": _mean([r["bug_catch"] for r in rewards
                                           if r["bug_catch"] is not None]),
-        "discriminator/mutants_killed": _mean([r["n_mutants_killed"] / r["n_mutants"]
+        "discriminator/mutant_kill_rate": _mean([r["n_mutants_killed"] / r["n_mutants"]
                                                for r in rewards if r["n_mutants"]]),
-        "discriminator/valid_tests": _mean([r["n_valid"] for r in rewards]),
-        "rewards/generator_groups_skipped": _mean([r["generator_group_skipped"]
-                                                   for r in rewards]),
-        "rewards/discriminator_groups_skipped": _mean([r["discriminator_group_skipped"]
-                                                       for r in rewards]),
+        "discriminator/valid_tests_per_sample": _mean([r["n_valid"] for r in rewards]),
+        "rewards/generator_groups_skipped_fraction": _mean([r["generator_group_skipped"]
+                                                            for r in rewards]),
+        "rewards/discriminator_groups_skipped_fraction": _mean(
+            [r["discriminator_group_skipped"] for r in rewards]),
         "sandbox/infra_masked_samples": float(n_masked),
         "sandbox/infra_masked_fraction": n_masked / len(all_rows) if all_rows else 0.0,
     }
@@ -67,12 +75,19 @@ def step_metrics(rewards: list[dict[str, Any]], executions: list[dict[str, Any]]
     m["sandbox/candidate_errors"] = float(sum(e["status"] == "error" for e in cand))
     m["sandbox/no_code"] = float(sum(e["status"] == "not_run" for e in cand))
     m["sandbox/seconds"] = float(sum(e["duration_s"] for e in executions))
-    for u in updates:
-        for key in ("loss", "approx_kl", "clip_fraction", "entropy", "grad_norm"):
+    for u in updates:  # keyed by the role updated: one series per role, never mixed
+        ns = f"ppo/{u['role']}"
+        for key in ("loss", "policy_loss", "value_loss", "approx_kl", "clip_fraction", "entropy",
+                    "grad_norm", "learning_rate"):
             if u.get(key) is not None:
-                m[f"ppo/{key}"] = float(u[key])
-        m["ppo/n_tokens"] = float(u["n_tokens"])
-        m["ppo/seconds"] = float(u["duration_s"])
+                m[f"{ns}/{key}"] = float(u[key])
+        m[f"{ns}/n_tokens"] = float(u["n_tokens"])
+        m[f"{ns}/seconds"] = float(u["duration_s"])
+    lengths: dict[tuple[str, int], list[float]] = {}
+    for c in chains:
+        lengths.setdefault((c["role"], int(c["stage"])), []).append(float(c["output_tokens"]))
+    for (role, stage), values in sorted(lengths.items()):
+        m[f"length/{role}/stage{stage}_tokens"] = _mean(values)
     return m
 
 

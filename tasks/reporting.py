@@ -12,6 +12,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from artifacts.checkpoints import checkpoint_score
 from artifacts.tracking import run_page
 from configs.names import ROLES
 from pipeline.catalogue import CHAINS, EXECUTIONS, REWARDS, TESTS, UPDATES
@@ -29,7 +30,9 @@ def log_step(ctx: RunContext, step: int, stage: int, role: str) -> dict[str, flo
     metrics = step_metrics(read(REWARDS, step=step).to_pylist(),
                            read(EXECUTIONS, step=step).to_pylist(),
                            read(UPDATES, step=step).to_pylist(),
-                           read(TESTS, step=step).to_pylist())
+                           read(TESTS, step=step).to_pylist(),
+                           read(CHAINS, step=step,
+                                columns=["role", "stage", "output_tokens"]).to_pylist())
     metrics["schedule/stage"] = float(stage)
     if ctx.tracker is not None and ctx.mlflow_run_id:
         ctx.tracker.log_metrics(ctx.mlflow_run_id, metrics, step=step)
@@ -64,6 +67,10 @@ def checkpoint_stage(ctx: RunContext, step: int, stage: int,
              "discriminator": tracking.discriminator_registry_name}
     bases = {"generator": ctx.cfg.model.generator,
              "discriminator": ctx.cfg.model.discriminator_base}
+    # One score per stage checkpoint (the seeds' 0.7 * generator reward + 0.3 * test validity),
+    # the same for both roles' checkpoints by definition: logged once.
+    ctx.tracker.log_metrics(ctx.mlflow_run_id, {"checkpoint/score": checkpoint_score(ckpt_metrics)},
+                            step=step)
     folder = ctx.resume.folder(step)  # the role's adapter folder, as RoleState.save wrote it
     for role in ROLES:
         ckpt = ctx.tracker.save_checkpoint(

@@ -1,0 +1,37 @@
+"""The step's metric keys as a user reads them in MLflow: PPO statistics per role, rates named
+as rates, response lengths per role and stage, reward spread."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.metrics import step_metrics
+
+
+def _reward(g, d):
+    return {"generator_reward": g, "discriminator_reward": d, "n_passed_valid": 1, "n_valid": 2,
+            "n_baseline_passed": 1, "n_baseline": 1, "validity": 1.0, "bug_catch": 0.5,
+            "n_mutants_killed": 1, "n_mutants": 4, "generator_group_skipped": False,
+            "discriminator_group_skipped": True, "masked": False}
+
+
+def test_ppo_statistics_are_keyed_by_the_role_updated_and_rates_say_so():
+    update = {"role": "discriminator", "loss": 0.5, "policy_loss": 0.4, "value_loss": None,
+              "approx_kl": 0.01, "clip_fraction": 0.2, "entropy": 1.5, "grad_norm": 2.0,
+              "learning_rate": 1e-4, "n_tokens": 30, "duration_s": 1.25}
+    chains = [{"role": "generator", "stage": 5, "output_tokens": n} for n in (10, 20)] + \
+        [{"role": "discriminator", "stage": 1, "output_tokens": 7}]
+    m = step_metrics([_reward(0.2, 1.0), _reward(0.6, 0.0)], [], [update], [], chains)
+    assert m["ppo/discriminator/clip_fraction"] == 0.2
+    assert m["ppo/discriminator/learning_rate"] == 1e-4
+    assert m["ppo/discriminator/n_tokens"] == 30.0
+    assert "ppo/discriminator/value_loss" not in m           # null: not a GAE update
+    assert not any(k.startswith("ppo/generator/") for k in m)
+    assert not any(k.count("/") == 1 and k.startswith("ppo/") for k in m)  # never mixed
+    assert m["generator/reward"] == pytest.approx(0.4)
+    assert m["generator/reward_std"] == pytest.approx(0.2)  # population std of 0.2 and 0.6
+    assert m["discriminator/mutant_kill_rate"] == 0.25
+    assert m["discriminator/valid_tests_per_sample"] == 2.0
+    assert m["rewards/discriminator_groups_skipped_fraction"] == 1.0
+    assert m["length/generator/stage5_tokens"] == 15.0
+    assert m["length/discriminator/stage1_tokens"] == 7.0

@@ -150,16 +150,31 @@ def skipped_line(n_updates: int, reasons: dict[str, int]) -> str:
 
 
 def stage_table(rewards: pd.DataFrame) -> str:
-    """The seeds' progress table from the rewards table: rates at the last step of each
-    training stage."""
+    """The seeds' progress table from the rewards table: per training stage, the mean over the
+    stage's steps (of each step's mean over its scored samples), and the last step's value.
+
+    >>> frame = pd.DataFrame({"stage": [1, 1, 1, 1], "step": [1, 1, 2, 2],
+    ...                       "generator_reward": [0.0, 0.5, 1.0, 0.5], "validity": [1.0] * 4,
+    ...                       "n_baseline_passed": [0, 1, 1, 1], "n_baseline": [1] * 4,
+    ...                       "masked": [False] * 4})
+    >>> print(stage_table(frame).splitlines()[-1])
+        1      2  0.500 (last 0.750)  0.750 (last 1.000)  1.000 (last 1.000)
+    """
     if rewards.empty:
         return "(no complete steps)"
-    lines = ["stage  steps  generator reward  baseline pass rate  test validity",
-             "-----  -----  ----------------  ------------------  -------------"]
+    if "masked" in rewards:
+        rewards = rewards[~rewards["masked"].fillna(False).astype(bool)]
+    lines = ["mean over each training stage's steps (last step in brackets)",
+             "stage  steps  " + "  ".join(f"{h:>18}" for h in (
+                 "generator reward", "baseline pass rate", "test validity")),
+             "-----  -----  " + "  ".join(["-" * 18] * 3)]
     for stage, rows in rewards.groupby("stage"):
-        last = rows[rows["step"] == rows["step"].max()]
-        base = last["n_baseline_passed"].sum() / max(int(last["n_baseline"].sum()), 1)
-        lines.append(f"{int(stage):5d}  {rows['step'].nunique():5d}  "
-                     f"{last['generator_reward'].mean():16.3f}  {base:18.3f}  "
-                     f"{pd.to_numeric(last['validity']).mean():13.3f}")
+        per_step = rows.groupby("step").apply(lambda r: pd.Series({
+            "reward": pd.to_numeric(r["generator_reward"]).mean(),
+            "base": r["n_baseline_passed"].sum() / max(int(r["n_baseline"].sum()), 1),
+            "validity": pd.to_numeric(r["validity"]).mean()}), include_groups=False)
+        cells = [f"{per_step[c].mean():.3f} (last {per_step[c].iloc[-1]:.3f})"
+                 for c in ("reward", "base", "validity")]
+        lines.append(f"{int(stage):5d}  {len(per_step):5d}  {cells[0]:>18}  {cells[1]:>18}  "
+                     f"{cells[2]:>18}")
     return "\n".join(lines)

@@ -74,6 +74,18 @@ def summary_rows(metrics: dict[str, float], ks: list[int]) -> list[dict[str, str
             if f"eval/{key}" in metrics or f"eval/direct_{key}" in metrics]
 
 
+def stage_lines(metrics: dict[str, float]) -> str:
+    """The chain stages' report of the evaluated chains, when tests were written."""
+    from pipeline.evaluation import EVAL_REPORT
+    from pipeline.stagereport import format_report, report_from_metrics
+
+    report = report_from_metrics(metrics, EVAL_REPORT)
+    if not report:
+        return ""
+    return format_report(report, "what each chain stage's tests did (bugs caught: valid tests "
+                                 "the final code fails)") + "\n\n"
+
+
 def format_table(rows: list[dict[str, str]]) -> str:
     cols = list(rows[0]) if rows else ["metric", "chain", "direct"]
     width = {c: max(len(c), *(len(r[c]) for r in rows)) for c in cols}
@@ -153,7 +165,7 @@ def evaluate(config: str = "configs/tiny.yaml", overrides: list[str] | None = No
     where = record_evaluation(cfg, run_id, rows, metrics, params)
     summary = (f"Evaluation {run_id}: {params['model']} on {problems} ({len(chosen)} problems "
                f"x {samples} samples)\n{described}\n\n"
-               f"{format_table(summary_rows(metrics, ks))}\n\n"
+               f"{format_table(summary_rows(metrics, ks))}\n\n{stage_lines(metrics)}"
                f"  run store : {where['run_store']}/table=evaluations\n"
                f"  mlflow    : {where['mlflow_tracking_uri']} (run {where['mlflow_run_id']})")
     print(summary)  # the flow's log (log_prints); the CLI prints it to stdout as well

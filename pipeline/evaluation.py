@@ -40,6 +40,9 @@ from configs.names import CODE_STAGE, STAGES
 from pipeline.chains import baseline_rows, kept_tests, parsed_test_rows
 from pipeline.execution import Suite, problem_mutants, run_suites, sandbox_runner
 from pipeline.scoring import outcomes_from_rows, reward_rows
+from pipeline.stagereport import report_metrics, stage_report
+
+EVAL_REPORT = "eval/stage_report"  # prefix of the stage report's metrics
 
 EDGE_CLASSES = ("empty", "single", "zero", "negative", "large", "duplicates", "none")
 _MENTIONS = {
@@ -313,4 +316,8 @@ def evaluate_engine(engine: Any, problems: Sequence[Any], *, samples: int, ks: S
         baseline = engine.generate(problems, samples, mode="direct")
         engine.execute(baseline)
         rows += sample_rows(baseline, None, model)
-    return rows, summarize(rows, ks)
+    metrics = summarize(rows, ks)
+    if scored is not None:  # what each chain stage's tests did, as in training
+        metrics |= report_metrics(stage_report(scored["tests"], scored["executions"]),
+                                  EVAL_REPORT)
+    return rows, metrics

@@ -17,6 +17,8 @@ from artifacts.tracking import run_page
 from configs.names import ROLES
 from pipeline.catalogue import CHAINS, EXECUTIONS, REWARDS, TESTS, UPDATES
 from pipeline.metrics import round3, skipped_line, skipped_updates, stage_table, step_metrics
+from pipeline.schedule import plan
+from pipeline.stagereport import format_report, mean_report, report_metrics, stage_report
 from pipeline.timing import mean_breakdown, step_breakdown
 from tasks.runtime import RunContext, artifact_key
 
@@ -95,7 +97,39 @@ def close_step(ctx: RunContext, step: int, stage: int, role: str,
     metrics = log_step(ctx, step, stage, role)
     if last_of_stage:
         checkpoint_stage(ctx, step, stage, metrics)
+        log_stage_report(ctx, step, stage)
     return metrics, ctx.store.complete_step(step)
+
+
+def step_stage_report(ctx: RunContext, step: int) -> list[dict[str, float]]:
+    """What each chain stage's tests did in ``step`` (``pipeline.stagereport``)."""
+    read = ctx.store.read_table
+    return stage_report(read(TESTS, step=step).to_pylist(),
+                        read(EXECUTIONS, step=step).to_pylist())
+
+
+def run_stage_report(ctx: RunContext, steps: list[int]) -> list[dict[str, float]] | None:
+    reports = [step_stage_report(ctx, s) for s in steps]
+    return mean_report(reports) if reports else None
+
+
+def log_stage_report(ctx: RunContext, step: int, stage: int) -> None:
+    """At the end of training stage ``stage`` (its last step is ``step``, not yet complete):
+    the chain stages' report, meaned over the training stage's steps, to MLflow
+    (``stage_report/s<k>/<field>`` at ``step``) and as a Prefect table."""
+    from prefect.artifacts import create_table_artifact
+
+    steps = [p.step for p in plan(ctx.cfg.schedule) if p.stage == stage and p.step <= step]
+    report = run_stage_report(ctx, steps)
+    if report is None:
+        return
+    if ctx.tracker is not None and ctx.mlflow_run_id:
+        ctx.tracker.log_metrics(ctx.mlflow_run_id, report_metrics(report), step=step)
+    create_table_artifact([{k: round3(v) if isinstance(v, float) else v for k, v in r.items()}
+                           for r in report],
+                          key=f"{artifact_key(ctx.run_id)}-stage-report-{stage}",
+                          description=f"What each chain stage's tests did, mean over training "
+                                      f"stage {stage}'s {len(steps)} steps")
 
 
 def log_step_time(ctx: RunContext, step: int, total_s: float,
@@ -132,6 +166,10 @@ def finish_run(ctx: RunContext) -> dict:
                             ctx.mlflow_run_id)
     browse = url if command is None else f"{command}  (then open {url})"
     print(stage_table(ctx.store.read(REWARDS)))
+    report = run_stage_report(ctx, ctx.store.complete_steps())
+    if report is not None:
+        print(format_report(report, "\nwhat each chain stage's tests did (mean over the run's "
+                                    "steps; bugs caught: valid tests the final code fails)"))
     print("\nTraining finished.\n"
           f"  run store   : {summary['run_store']}\n"
           f"  mlflow      : {summary['mlflow_tracking_uri']} (run {ctx.mlflow_run_id})\n"

@@ -157,3 +157,9 @@ def test_evaluate_flow_records_everything(prefect_harness, tiny_model_dir, tmp_p
     summary = out["summary"]
     assert "pass@1" in summary and "pass@2" in summary and "direct" in summary
     assert "table=evaluations" in summary
+    # the chain stages' report: in MLflow and in the printed summary, one row per stage
+    for stage in (1, 5):
+        assert f"eval/stage_report/s{stage}/bugs_caught" in run.data.metrics
+    assert "what each chain stage's tests did" in summary
+    table = summary.split("what each chain stage's tests did")[1].splitlines()
+    assert [ln.split()[0] for ln in table[3:8]] == ["1", "2", "3", "4", "5"], table

@@ -148,6 +148,9 @@ def test_finish_run_says_how_many_updates_were_skipped_and_why(capsys, monkeypat
     class Store:
         run_dir = "runs/run_id=x"
 
+        def complete_steps(self):
+            return []  # no stage report without steps
+
         def read(self, table):
             if table == "updates":
                 return pd.DataFrame([_update(1, "generator", 4, 0),

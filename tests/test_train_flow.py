@@ -70,6 +70,13 @@ def test_flow_trains_stage_by_stage_and_records_everything(prefect_harness, tiny
         history = tracker.client.get_metric_history(run.info.run_id, key)
         assert [m.step for m in history] == [1, 2, 3, 4], key
     assert {c.step for c in tracker.list_checkpoints(run.info.run_id)} == {2, 4}
+    # the chain stages' report, meaned over each training stage, at its last step
+    for field in ("written", "parsed", "distinct", "valid", "mutant_kill_rate", "bugs_caught"):
+        history = tracker.client.get_metric_history(run.info.run_id, f"stage_report/s3/{field}")
+        assert [m.step for m in history] == [2, 4], field
+    written = tracker.client.get_metric_history(run.info.run_id, "stage_report/s1/written")
+    parsed = tracker.client.get_metric_history(run.info.run_id, "stage_report/s1/parsed")
+    assert all(p.value <= w.value for p, w in zip(parsed, written, strict=True))
     for name in summary["registered_models"]:
         assert tracker.alias_version(name, "candidate") is not None
         assert tracker.alias_version(name, "champion") is not None

@@ -188,6 +188,11 @@ class Tracker(ModelRegistry):
         self.client.log_dict(run.info.run_id, config_to_dict(cfg), "config.json")  # resolved
         return run.info.run_id
 
+    def log_table(self, run_id: str, frame: Any, artifact_file: str) -> None:
+        """A table the MLflow UI shows in the run's artifact viewer (an
+        artifact ``*.json`` written by ``log_table``; ``mlflow.load_table`` reads it back)."""
+        self.client.log_table(run_id, frame, artifact_file)
+
     def log_dataset(self, run_id: str, frame: Any, name: str, source: str,
                     context: str = "training") -> None:
         """Log ``frame`` (a pandas DataFrame) as a dataset input of the run (the MLflow UI's

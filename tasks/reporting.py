@@ -16,6 +16,7 @@ from artifacts.checkpoints import checkpoint_score
 from artifacts.tracking import run_page
 from configs.names import ROLES
 from pipeline.catalogue import CHAINS, EXECUTIONS, REWARDS, TESTS, UPDATES
+from pipeline.completions import chain_markdown, completions
 from pipeline.metrics import round3, skipped_line, skipped_updates, stage_table, step_metrics
 from pipeline.schedule import plan
 from pipeline.stagereport import format_report, mean_report, report_metrics, stage_report
@@ -95,10 +96,36 @@ def close_step(ctx: RunContext, step: int, stage: int, role: str,
     write the manifest last (a kill before it redoes the step, never skips it). Returns the
     step's metrics and the manifest's URI."""
     metrics = log_step(ctx, step, stage, role)
+    log_completions(ctx, step)
     if last_of_stage:
         checkpoint_stage(ctx, step, stage, metrics)
         log_stage_report(ctx, step, stage)
     return metrics, ctx.store.complete_step(step)
+
+
+def log_completions(ctx: RunContext, step: int, n: int = 4) -> None:
+    """A few samples of the step (``pipeline.completions``) as the MLflow table
+    ``completions/step_NNNNNN.json`` and the first one's full chain as a Prefect markdown
+    artifact."""
+    import pandas as pd
+    from prefect.artifacts import create_markdown_artifact
+
+    read = ctx.store.read_table
+    by_id = {p.id: p for p in ctx.problems}
+    rows = completions(read(CHAINS, step=step).to_pylist(), read(TESTS, step=step).to_pylist(),
+                       read(EXECUTIONS, step=step).to_pylist(),
+                       read(REWARDS, step=step).to_pylist(),
+                       {pid: p.entry_point for pid, p in by_id.items()}, n)
+    if not rows:
+        return
+    if ctx.tracker is not None and ctx.mlflow_run_id:
+        ctx.tracker.log_table(ctx.mlflow_run_id, pd.DataFrame(rows),
+                              f"completions/step_{step:06d}.json")
+    first = rows[0]
+    problem = by_id.get(first["problem_id"])
+    create_markdown_artifact(chain_markdown(first, problem.description if problem else "", step),
+                             key=f"{artifact_key(ctx.run_id)}-chain",
+                             description=f"One full chain of step {step}")
 
 
 def step_stage_report(ctx: RunContext, step: int) -> list[dict[str, float]]:

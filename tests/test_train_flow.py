@@ -70,6 +70,13 @@ def test_flow_trains_stage_by_stage_and_records_everything(prefect_harness, tiny
         history = tracker.client.get_metric_history(run.info.run_id, key)
         assert [m.step for m in history] == [1, 2, 3, 4], key
     assert {c.step for c in tracker.list_checkpoints(run.info.run_id)} == {2, 4}
+    # a few samples per step as an MLflow table
+    import json as _json
+
+    table = _json.loads(Path(tracker.client.download_artifacts(
+        run.info.run_id, "completions/step_000003.json", str(tmp_path))).read_text())
+    assert {"problem_id", "stage_1", "stage_5", "code", "tests", "generator_reward"} <= \
+        set(table["columns"]) and len(table["data"]) >= 2
     # the chain stages' report, meaned over each training stage, at its last step
     for field in ("written", "parsed", "distinct", "valid", "mutant_kill_rate", "bugs_caught"):
         history = tracker.client.get_metric_history(run.info.run_id, f"stage_report/s3/{field}")

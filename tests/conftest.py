@@ -48,6 +48,30 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+@pytest.fixture(autouse=True)
+def _prefect_console_on_a_live_stream():
+    """Prefect (re)binds its console log handlers to the ``sys.stderr`` of the moment whenever
+    it sets up logging, which its server app does too. Set up inside a test that uses
+    ``capsys``, that is the test's own stream, closed when the test ends, and every later
+    Prefect log line fails ("I/O operation on closed file", then a RecursionError). After each
+    test, such handlers go back to the live ``sys.stderr``."""
+    import logging
+    import sys
+
+    yield
+    if "prefect.logging.handlers" not in sys.modules:
+        return
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    loggers = [logging.getLogger(), *(x for x in logging.Logger.manager.loggerDict.values()
+                                      if isinstance(x, logging.Logger))]
+    for handler in {h for lg in loggers for h in lg.handlers}:
+        if isinstance(handler, PrefectConsoleHandler) and getattr(handler.stream, "closed",
+                                                                  False):
+            handler.stream = sys.stderr  # not setStream: it flushes the closed one
+            handler.console.file = sys.stderr
+
+
 @pytest.fixture(scope="session")
 def prefect_harness():
     """One temporary Prefect server (SQLite) for every flow test of the session: starting one

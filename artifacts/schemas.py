@@ -200,7 +200,7 @@ REWARDS = TableSchema("rewards", 2, (
 ), "One row per sample: both rewards and every component that went into them.",
     upgrades={1: {"masked": False, "n_infra_tests": 0}})
 
-UPDATES = TableSchema("updates", 1, (
+UPDATES = TableSchema("updates", 2, (
     _f("stage", _I32),
     _f("role", _STR),
     _f("update_idx", _I32),                 # order of the update within the step
@@ -217,8 +217,20 @@ UPDATES = TableSchema("updates", 1, (
     _f("duration_s", _F64),
     _f("adapter_version_before", _STR),
     _f("adapter_version_after", _STR),
+    # v2: the rest of models.ppo.ppo_update's statistics (null: written before v2, or no
+    # optimizer step was taken). kl_ref: KL to the reference (adapters off), token mean;
+    # ratio: mean new/old probability ratio; dead_sample_fraction: share of the batch in
+    # problem groups without reward spread (group advantages only); optimizer_steps: clipped
+    # steps taken (epochs x non-empty mini-batches).
+    _f("kl_ref", _F64, True),
+    _f("ratio", _F64, True),
+    _f("dead_sample_fraction", _F64, True),
+    _f("optimizer_steps", _I32, True),
+    _f("explained_variance", _F64, True),  # GAE only: how much of the return values predict
 ), "One row per PPO update of one role's adapter (no problem_id/sample_idx: it spans a batch).",
-    allowed={"role": ROLES})
+    allowed={"role": ROLES},
+    upgrades={1: {"kl_ref": None, "ratio": None, "dead_sample_fraction": None,
+                  "optimizer_steps": None, "explained_variance": None}})
 
 EVALUATIONS = TableSchema("evaluations", 1, (
     *_KEYS,                                 # stage = 5 (the code stage); sample_idx per problem

@@ -51,6 +51,22 @@ def masked_var(x: Tensor, mask: Tensor, unbiased: bool = True) -> Tensor:
     return var
 
 
+def explained_variance(values: Tensor, returns: Tensor, mask: Tensor) -> float:
+    """``1 - Var(returns - values) / Var(returns)`` over the masked tokens: how much of the
+    return the value head predicts (1 perfect, 0 a constant, negative worse). NaN when the
+    returns do not vary (nothing to explain).
+
+    >>> explained_variance(torch.tensor([1., 2., 3.]), torch.tensor([1., 2., 3.]), torch.ones(3))
+    1.0
+    >>> explained_variance(torch.zeros(3), torch.tensor([1., 2., 3.]), torch.ones(3))
+    -2.0
+    """
+    var = float(masked_var(returns, mask, unbiased=False))
+    if var == 0.0:
+        return float("nan")
+    return 1.0 - float(masked_var(returns - values, mask, unbiased=False)) / var
+
+
 def masked_whiten(x: Tensor, mask: Tensor, shift_mean: bool = True, eps: float = 1e-8) -> Tensor:
     """``(x - mean) / std`` over the masked entries; 0 outside the mask.
 
@@ -300,6 +316,7 @@ def ppo_update(policy_logprobs_fn: PolicyFn, params: Iterable[nn.Parameter],
         advantages, returns = gae(rewards, old_values, loss_mask, cfg.gamma, cfg.lam)
         batch["advantages"] = masked_whiten(advantages, loss_mask)        # (B, T)
         batch["returns"] = returns                                         # (B, T)
+        stats["explained_variance"] = explained_variance(old_values, returns, loss_mask)
     elif "advantages" not in batch:
         advantages, live = group_advantages(batch["scores"], batch["group_ids"])  # (B,), (B,)
         batch["advantages"] = advantages

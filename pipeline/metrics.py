@@ -27,6 +27,11 @@ def round3(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
+UPDATE_EXTRAS = ("kl_ref", "ratio", "dead_sample_fraction", "optimizer_steps",
+                 "explained_variance")
+"""Updates-table columns added in its schema v2 (null in older files or when not measured)."""
+
+
 def step_metrics(rewards: list[dict[str, Any]], executions: list[dict[str, Any]],
                  updates: list[dict[str, Any]], tests: list[dict[str, Any]],
                  chains: list[dict[str, Any]] = ()) -> dict[str, float]:
@@ -78,7 +83,7 @@ def step_metrics(rewards: list[dict[str, Any]], executions: list[dict[str, Any]]
     for u in updates:  # keyed by the role updated: one series per role, never mixed
         ns = f"ppo/{u['role']}"
         for key in ("loss", "policy_loss", "value_loss", "approx_kl", "clip_fraction", "entropy",
-                    "grad_norm", "learning_rate"):
+                    "grad_norm", "learning_rate", *UPDATE_EXTRAS):
             if u.get(key) is not None:
                 m[f"{ns}/{key}"] = float(u[key])
         m[f"{ns}/n_tokens"] = float(u["n_tokens"])

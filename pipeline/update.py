@@ -111,7 +111,9 @@ def update_role(state: RoleState, chains: list[dict[str, Any]], rewards: list[di
             "loss": 0.0, "policy_loss": None, "value_loss": None, "approx_kl": 0.0,
             "clip_fraction": 0.0, "entropy": 0.0, "grad_norm": 0.0,
             "learning_rate": state.learning_rate, "n_sequences": 0, "n_tokens": 0,
-            "duration_s": time.perf_counter() - start, "adapter_version_after": before}
+            "duration_s": time.perf_counter() - start, "adapter_version_after": before,
+            "kl_ref": None, "ratio": None, "dead_sample_fraction": None, "optimizer_steps": 0,
+            "explained_variance": None}
     policies = state.policies
     model = policies.model_for(role)
     device = next(model.parameters()).device                             # moved there once
@@ -134,4 +136,14 @@ def update_role(state: RoleState, chains: list[dict[str, Any]], rewards: list[di
         "grad_norm": stats.get("grad_norm", 0.0), "learning_rate": state.learning_rate,
         "n_sequences": int(batch["loss_mask"].shape[0]), "n_tokens": int(stats["n_tokens"]),
         "duration_s": time.perf_counter() - start, "adapter_version_after": state.version,
+        # Only when measured (no optimizer step: no kl_ref/ratio; GAE: no dead groups).
+        "kl_ref": stats.get("kl_ref"), "ratio": stats.get("ratio"),
+        "dead_sample_fraction": stats.get("dead_sample_fraction"),
+        "optimizer_steps": int(stats.get("optimizer_steps", 0)),
+        "explained_variance": _finite(stats.get("explained_variance")),
     }
+
+
+def _finite(value: float | None) -> float | None:
+    """NaN (nothing to explain) is stored as null, which the metrics leave out."""
+    return None if value is None or value != value else float(value)

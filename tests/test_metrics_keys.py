@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from artifacts.schemas import UPDATES
 from pipeline.metrics import step_metrics
 
 
@@ -18,7 +19,8 @@ def _reward(g, d):
 def test_ppo_statistics_are_keyed_by_the_role_updated_and_rates_say_so():
     update = {"role": "discriminator", "loss": 0.5, "policy_loss": 0.4, "value_loss": None,
               "approx_kl": 0.01, "clip_fraction": 0.2, "entropy": 1.5, "grad_norm": 2.0,
-              "learning_rate": 1e-4, "n_tokens": 30, "duration_s": 1.25}
+              "learning_rate": 1e-4, "n_tokens": 30, "duration_s": 1.25, "kl_ref": 0.03,
+              "ratio": 1.01, "dead_sample_fraction": None, "optimizer_steps": 2}
     chains = [{"role": "generator", "stage": 5, "output_tokens": n} for n in (10, 20)] + \
         [{"role": "discriminator", "stage": 1, "output_tokens": 7}]
     m = step_metrics([_reward(0.2, 1.0), _reward(0.6, 0.0)], [], [update], [], chains)
@@ -26,6 +28,11 @@ def test_ppo_statistics_are_keyed_by_the_role_updated_and_rates_say_so():
     assert m["ppo/discriminator/learning_rate"] == 1e-4
     assert m["ppo/discriminator/n_tokens"] == 30.0
     assert "ppo/discriminator/value_loss" not in m           # null: not a GAE update
+    assert m["ppo/discriminator/kl_ref"] == 0.03 and m["ppo/discriminator/ratio"] == 1.01
+    assert m["ppo/discriminator/optimizer_steps"] == 2.0
+    assert "ppo/discriminator/dead_sample_fraction" not in m  # null: not measured
+    assert m["ppo/discriminator/seconds"] == 1.25
+    assert "ppo/loss" not in m and "ppo/approx_kl" not in m
     assert not any(k.startswith("ppo/generator/") for k in m)
     assert not any(k.count("/") == 1 and k.startswith("ppo/") for k in m)  # never mixed
     assert m["generator/reward"] == pytest.approx(0.4)
@@ -33,5 +40,29 @@ def test_ppo_statistics_are_keyed_by_the_role_updated_and_rates_say_so():
     assert m["discriminator/mutant_kill_rate"] == 0.25
     assert m["discriminator/valid_tests_per_sample"] == 2.0
     assert m["rewards/discriminator_groups_skipped_fraction"] == 1.0
+    assert m["rewards/generator_groups_skipped_fraction"] == 0.0
+    assert m["discriminator/reward"] == pytest.approx(0.5)
+    assert m["discriminator/reward_std"] == pytest.approx(0.5)
+    for old in ("discriminator/mutants_killed", "discriminator/valid_tests",
+                "rewards/generator_groups_skipped", "rewards/discriminator_groups_skipped"):
+        assert old not in m
     assert m["length/generator/stage5_tokens"] == 15.0
     assert m["length/discriminator/stage1_tokens"] == 7.0
+
+
+def test_each_role_has_its_own_update_series():
+    rows = [{"role": role, "loss": loss, "policy_loss": loss, "value_loss": None,
+             "approx_kl": 0.0, "clip_fraction": 0.0, "entropy": 1.0, "grad_norm": 1.0,
+             "learning_rate": 3e-4, "n_tokens": 5, "duration_s": 0.1}   # a v1 row: no extras
+            for role, loss in (("generator", 1.0), ("discriminator", 2.0))]
+    m = step_metrics([], [], rows, [])
+    assert (m["ppo/generator/loss"], m["ppo/discriminator/loss"]) == (1.0, 2.0)
+    assert not any(k.endswith(("/kl_ref", "/ratio")) for k in m)
+
+
+def test_updates_schema_v2_reads_v1_files_with_null_extras():
+    assert UPDATES.version == 2
+    fill = UPDATES.columns_added_since(1)
+    assert fill == {"kl_ref": None, "ratio": None, "dead_sample_fraction": None,
+                    "optimizer_steps": None, "explained_variance": None}
+    assert all(UPDATES.arrow.field(c).nullable for c in fill)

@@ -31,6 +31,8 @@ from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
 from artifacts.checkpoints import ADAPTER_DIR, CheckpointInfo
 
 PYFUNC_CODE = Path(__file__).resolve().parent / "lora_pyfunc.py"
+REPO = PYFUNC_CODE.parents[1]
+CODE_PACKAGES = ("configs", "models", "problems", "rewards")  # what a served version runs
 CANDIDATE, CHAMPION = "candidate", "champion"
 BASE_SPEC = "base.json"  # a registered version's base model, dtype, role and checkpoint info
 BASE_DIR_ENV = "ADVERSARIAL_BASE_MODEL_DIR"  # where local base models too big to bundle are found
@@ -104,26 +106,28 @@ class ModelRegistry:
     """Registry methods of ``Tracker`` (see the module docstring)."""
 
     def register_checkpoint(self, run_id: str, ckpt: CheckpointInfo, name: str,
-                            base_model: str, dtype: str = "float32") -> RegisteredVersion:
-        """Register ``ckpt`` as a new pyfunc version of ``name`` (see :meth:`_register`).
-        MLflow's "add type hints to predict" warning is kept off the console throughout: the
-        version has an explicit signature."""
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=r".*Add type hints to the `predict`",
-                                    category=UserWarning)
-            return self._register(run_id, ckpt, name, base_model, dtype)
-
-    def _register(self, run_id: str, ckpt: CheckpointInfo, name: str,
-                  base_model: str, dtype: str = "float32") -> RegisteredVersion:
-        """Register ``ckpt`` as a new pyfunc version of ``name`` (base + adapter, generating
-        text); alias ``candidate`` moves to it, ``champion`` to the best score so far."""
+                            base_model: str, dtype: str = "float32", *,
+                            partner: CheckpointInfo | None = None,
+                            config: dict[str, Any] | None = None,
+                            example: dict[str, str] | None = None) -> RegisteredVersion:
+        """Register ``ckpt`` as a new pyfunc version of ``name`` that runs the five-stage chain
+        (``models/served.py``): ``partner`` is the other role's checkpoint of the same step
+        (a generator version writes its tests with it, a discriminator version its chains),
+        ``config`` the run's resolved config (sampling, context length), ``example`` the
+        input example row (default: a built-in problem). Alias ``candidate`` moves to the new
+        version, ``champion`` to the best score so far."""
         ref, bundle = base_reference(base_model)
         with tempfile.TemporaryDirectory() as tmp:
             adapter_root = self.load_checkpoint(ckpt, Path(tmp) / "ckpt")  # verified
             spec = Path(tmp) / BASE_SPEC
             spec.write_text(json.dumps({**ref, "dtype": dtype, "role": ckpt.role,
-                                        "checkpoint": ckpt.to_dict()}, indent=1))
+                                        "checkpoint": ckpt.to_dict(),
+                                        "partner": partner.to_dict() if partner else None,
+                                        "config": config}, indent=1))
             artifacts = {"adapter": str(adapter_root / "adapter"), "base": str(spec)}
+            if partner is not None:
+                partner_root = self.load_checkpoint(partner, Path(tmp) / "partner")  # verified
+                artifacts["partner_adapter"] = str(partner_root / "adapter")
             if bundle is not None:  # MLflow stores an artifact under its own file name
                 shutil.copytree(bundle, Path(tmp) / "base_model")
                 artifacts["base_model"] = str(Path(tmp) / "base_model")
@@ -131,14 +135,20 @@ class ModelRegistry:
                 self.experiment_id, name=f"{ckpt.role}-step{ckpt.step:06d}",
                 source_run_id=run_id, model_type="lora-pyfunc",
                 tags={"content_hash": ckpt.content_hash, "role": ckpt.role})
+            import pandas as pd
+
+            from models.served import example_row
+
             with warnings.catch_warnings():
-                # "add type hints to predict" / "no input example": the explicit signature
-                # below covers both; an input example would make MLflow run the model here.
+                # With an explicit signature MLflow checks the example against it; it does not
+                # run the model (which would cost a generation per registration).
                 warnings.simplefilter("ignore", UserWarning)
                 mlflow.pyfunc.save_model(
                     str(Path(tmp) / "model"), python_model=str(PYFUNC_CODE),
-                    artifacts=artifacts,
-                    signature=_SIGNATURE, pip_requirements=_requirements(),
+                    artifacts=artifacts, code_paths=[str(REPO / p) for p in CODE_PACKAGES],
+                    signature=signature(ckpt.role),
+                    input_example=pd.DataFrame([example or example_row()]),
+                    pip_requirements=_requirements(),
                     mlflow_model=Model(artifact_path=logged.artifact_location, run_id=run_id,
                                        model_id=logged.model_id, model_uuid=logged.model_id))
             self.client.log_model_artifacts(logged.model_id, str(Path(tmp) / "model"))
@@ -157,7 +167,9 @@ class ModelRegistry:
         # registry resolves "models:/<id>" with a client on the *global* tracking URI.
         description = (f"{ckpt.role} adapter after training stage {ckpt.stage}, step "
                        f"{ckpt.step} (score {ckpt.score:.3f}) of MLflow run {run_id}; base model "
-                       f"{ref['base_model']} ({ref['base_source']})")
+                       f"{ref['base_model']} ({ref['base_source']}). Serves the five-stage "
+                       "chain" + (f" with the {partner.role} of the same step" if partner else "")
+                       + "; input: description, entry_point.")
         mv = self.client.create_model_version(name, source=logged.artifact_location,
                                               run_id=run_id, tags=tags, model_id=logged.model_id,
                                               description=description)
@@ -254,9 +266,19 @@ class ModelRegistry:
                                                    tracking_uri=self.tracking_uri)
 
 
-_SIGNATURE = ModelSignature(inputs=Schema([ColSpec("string", "prompt")]),
-                            outputs=Schema([ColSpec("string")]),
-                            params=ParamSchema([ParamSpec("max_new_tokens", "long", 32)]))
+def signature(role: str) -> ModelSignature:
+    """A version's declared input, output and params (``models/served.py``); only the default
+    of ``with_tests`` differs between the roles."""
+    from models.served import INPUT_COLUMNS, OPTIONAL_COLUMNS, OUTPUT_COLUMNS
+
+    inputs = [ColSpec("string", c) for c in INPUT_COLUMNS] + [
+        ColSpec("string", c, required=False) for c in OPTIONAL_COLUMNS]
+    return ModelSignature(
+        inputs=Schema(inputs),
+        outputs=Schema([ColSpec("string", c, required=c != "code") for c in OUTPUT_COLUMNS]),
+        params=ParamSchema([ParamSpec("with_tests", "boolean", role == "discriminator"),
+                            ParamSpec("seed", "long", 0),
+                            ParamSpec("max_new_tokens", "long", 0)]))
 
 
 def _requirements() -> list[str]:

@@ -14,7 +14,9 @@ from prefect.cache_policies import NO_CACHE
 
 from artifacts.checkpoints import checkpoint_score
 from artifacts.tracking import run_page
+from configs.loader import config_to_dict
 from configs.names import ROLES
+from models.served import example_row
 from pipeline.catalogue import CHAINS, EXECUTIONS, REWARDS, TESTS, UPDATES
 from pipeline.completions import chain_markdown, completions
 from pipeline.metrics import round3, skipped_line, skipped_updates, stage_table, step_metrics
@@ -75,15 +77,23 @@ def checkpoint_stage(ctx: RunContext, step: int, stage: int,
     ctx.tracker.log_metrics(ctx.mlflow_run_id, {"checkpoint/score": checkpoint_score(ckpt_metrics)},
                             step=step)
     folder = ctx.resume.folder(step)  # the role's adapter folder, as RoleState.save wrote it
-    for role in ROLES:
-        ckpt = ctx.tracker.save_checkpoint(
-            ctx.mlflow_run_id, role, step, stage, str(folder / role), ckpt_metrics,
-            optimizer_state=ctx.roles[role].optimizer.state_dict(),
-            extra={"run_id": ctx.run_id, "adapter_version": ctx.roles[role].version})
+    ckpts = {role: ctx.tracker.save_checkpoint(
+        ctx.mlflow_run_id, role, step, stage, str(folder / role), ckpt_metrics,
+        optimizer_state=ctx.roles[role].optimizer.state_dict(),
+        extra={"run_id": ctx.run_id, "adapter_version": ctx.roles[role].version})
+        for role in ROLES}
+    config = config_to_dict(ctx.cfg)
+    example = example_row(ctx.problems[0]) if ctx.problems else None
+    for role, ckpt in ckpts.items():
         entry = {"role": role, "step": step, "stage": stage, "score": ckpt.score}
         if tracking.register_models:
-            version = ctx.tracker.register_checkpoint(ctx.mlflow_run_id, ckpt, names[role],
-                                                      bases[role], ctx.cfg.model.dtype)
+            # A served version runs both roles on its own base model: the partner adapter
+            # goes with it only when both roles share that base.
+            partner = next((c for r, c in ckpts.items() if r != role
+                            and bases[r] == bases[role]), None)
+            version = ctx.tracker.register_checkpoint(
+                ctx.mlflow_run_id, ckpt, names[role], bases[role], ctx.cfg.model.dtype,
+                partner=partner, config=config, example=example)
             entry |= {"model": version.name, "version": version.version,
                       "aliases": list(version.aliases)}
         out.append(entry)

@@ -10,13 +10,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 import torch
+from adapter_support import random_adapter
 
 from artifacts.checkpoints import CheckpointCorruptError
 from configs.schema import TrackingConfig, TrainConfig
@@ -48,21 +46,6 @@ def tracker(tmp_path_factory):
 def run_id(tracker):
     return tracker.start_run(TrainConfig(name="tiny-test"), flow_run_id="flow-run-1",
                              commit="abc123")
-
-
-def make_peft(model_dir: Path, seed: int):
-    """The tiny Qwen2 with a LoRA adapter whose B weights are random (not a no-op)."""
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    peft = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, param in peft.named_parameters():
-            if "lora_B" in name:
-                param.copy_(torch.randn(param.shape, generator=gen) * 0.5)
-    return peft.eval()
 
 
 INPUT_IDS = torch.tensor([[1, 5, 9, 200, 33, 7, 64, 3]])
@@ -118,7 +101,7 @@ def checkpoints(tracker, run_id, tiny_model_dir):
     for step, metrics in ((1, {"generator_reward": 0.5, "test_validity": 0.5}),
                           (2, CHAMPION_METRICS),
                           (3, {"generator_reward": 0.6, "test_validity": 0.6})):
-        model = make_peft(tiny_model_dir, seed=step)
+        model = random_adapter(tiny_model_dir, seed=step)
         opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
         infos.append(tracker.save_checkpoint(run_id, "generator", step=step, stage=1,
                                              adapter=model, metrics=metrics,
@@ -206,46 +189,6 @@ def test_registry_aliases_follow_newest_and_best(tracker, run_id, checkpoints, t
     assert str(tiny_model_dir) not in json.dumps(spec)
     assert mv.description.startswith(f"generator adapter after training stage {infos[1].stage}")
     assert f"run {run_id}" in mv.description and "score 0.780" in mv.description
-
-
-@pytest.mark.slow  # a new interpreter importing torch + transformers + mlflow: 5-25 s
-def test_registered_model_loads_in_a_fresh_process(tracker, checkpoints, tmp_path,
-                                                   tiny_model_dir):
-    """Plain ``mlflow.pyfunc.load_model("models:/<name>@champion")`` in a new interpreter,
-    outside the repository: same logits as the trained adapter, and it generates text, with
-    the base model bundled in the version (not the training machine's folder)."""
-    models, _ = checkpoints
-    name = "artifacts-test-generator"
-    in_process = tracker.load_registered(f"models:/{name}@champion")
-    import pandas as pd
-
-    prompts = pd.DataFrame({"prompt": ["def add(a, b):", "Write tests for sorting."]})
-    expected = in_process.predict(prompts, params={"max_new_tokens": 6})
-    assert len(expected) == 2 and all(isinstance(t, str) for t in expected)
-    code = textwrap.dedent(f"""
-        import json, sys, numpy as np, pandas as pd, torch, mlflow
-        model = mlflow.pyfunc.load_model("models:/{name}@champion")
-        prompts = pd.DataFrame({{"prompt": {list(prompts["prompt"])!r}}})
-        text = model.predict(prompts, params={{"max_new_tokens": 6}})
-        peft = model.unwrap_python_model().model
-        print(peft.base_model.model.config._name_or_path, file=sys.stderr)
-        assert {str(tiny_model_dir)!r} not in peft.base_model.model.config._name_or_path
-        with torch.no_grad():
-            out = peft(input_ids=torch.tensor({INPUT_IDS.tolist()!r})).logits
-        np.save(sys.argv[1], out.numpy())
-        print(json.dumps(list(text)))
-    """)
-    env = {**os.environ, "MLFLOW_TRACKING_URI": tracker.tracking_uri,
-           "MLFLOW_DISABLE_TELEMETRY": "true"}
-    env.pop("PYTHONPATH", None)  # the model version must not need this repository
-    out_file = tmp_path / "logits.npy"
-    proc = subprocess.run([sys.executable, "-c", code, str(out_file)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == list(expected)
-    import numpy as np
-
-    assert np.array_equal(np.load(out_file), logits(models[1]).numpy())
 
 
 def test_tracking_uri_resolution(monkeypatch):

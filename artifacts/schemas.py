@@ -259,8 +259,19 @@ EVALUATIONS = TableSchema("evaluations", 1, (
 ), "One row per evaluated sample (flows/evaluate.py): pass/fail and test-side measurements.",
     allowed={"mode": ("chain", "direct")})
 
+STAGE_REPORTS = TableSchema("stage_reports", 1, (
+    _f("stage", _I32),                      # the chain stage whose tests the row describes
+    _f("written", _I32),
+    _f("parsed", _I32),
+    _f("distinct", _I32),
+    _f("valid", _I32),
+    _f("mutant_kill_rate", _F64),
+    _f("bugs_caught", _I32),
+), "One row per chain stage per step: what its discriminator tests did "
+   "(pipeline/stagereport.py), written with the step before its manifest.")
+
 SCHEMAS: dict[str, TableSchema] = {s.name: s for s in (CHAINS, TESTS, EXECUTIONS, REWARDS,
-                                                         UPDATES, EVALUATIONS)}
+                                                         UPDATES, EVALUATIONS, STAGE_REPORTS)}
 
 
 def get_schema(table: str) -> TableSchema:

@@ -59,7 +59,9 @@ def explained_variance(values: Tensor, returns: Tensor, mask: Tensor) -> float:
     >>> explained_variance(torch.tensor([1., 2., 3.]), torch.tensor([1., 2., 3.]), torch.ones(3))
     1.0
     >>> explained_variance(torch.zeros(3), torch.tensor([1., 2., 3.]), torch.ones(3))
-    -2.0
+    0.0
+    >>> explained_variance(torch.tensor([3., 2., 1.]), torch.tensor([1., 2., 3.]), torch.ones(3))
+    -3.0
     """
     var = float(masked_var(returns, mask, unbiased=False))
     if var == 0.0:

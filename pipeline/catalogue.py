@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 from configs.names import CODE_STAGE, ROLES, STAGES
 
-__all__ = ["CHAINS", "CODE_STAGE", "EXECUTIONS", "KINDS", "REWARDS", "ROLES", "STAGES", "TESTS",
+__all__ = ["CHAINS", "CODE_STAGE", "EXECUTIONS", "KINDS", "REWARDS", "ROLES", "STAGES",
+           "STAGE_REPORTS", "TESTS",
            "UPDATES", "Part", "WorkItem", "chain_part", "executions_part", "inputs_of",
            "items_of", "kind_inputs", "kind_outputs", "rewards_part", "step_parts",
            "suite_part", "suite_parts", "update_part", "work_items"]
@@ -36,6 +37,7 @@ Part = tuple[str, str]  # (table, part): one Parquet file of a step
 # The run store's tables (their schemas: ``artifacts.schemas``).
 CHAINS, TESTS, EXECUTIONS = "chains", "tests", "executions"
 REWARDS, UPDATES = "rewards", "updates"
+STAGE_REPORTS = "stage_reports"  # written by the step's close (reporting), not a work item
 KINDS = ("rollout", "tests", "execute", "rewards", "update")
 """Kinds of work item, in step order: what ``flows.replay --stage`` names."""
 

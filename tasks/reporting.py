@@ -17,10 +17,11 @@ from artifacts.tracking import run_page
 from configs.loader import config_to_dict
 from configs.names import ROLES
 from models.served import example_row
-from pipeline.catalogue import CHAINS, EXECUTIONS, REWARDS, TESTS, UPDATES
+from pipeline.catalogue import CHAINS, EXECUTIONS, REWARDS, STAGE_REPORTS, TESTS, UPDATES
 from pipeline.completions import chain_markdown, completions
 from pipeline.metrics import round3, skipped_line, skipped_updates, stage_table, step_metrics
 from pipeline.schedule import plan
+from pipeline.stagereport import FIELDS as REPORT_FIELDS
 from pipeline.stagereport import format_report, mean_report, report_metrics, stage_report
 from pipeline.timing import mean_breakdown, step_breakdown
 from tasks.runtime import RunContext, artifact_key
@@ -106,6 +107,7 @@ def close_step(ctx: RunContext, step: int, stage: int, role: str,
     write the manifest last (a kill before it redoes the step, never skips it). Returns the
     step's metrics and the manifest's URI."""
     metrics = log_step(ctx, step, stage, role)
+    ctx.store.write(STAGE_REPORTS, step, "report", compute_stage_report(ctx, step))
     log_completions(ctx, step)
     if last_of_stage:
         checkpoint_stage(ctx, step, stage, metrics)
@@ -138,11 +140,19 @@ def log_completions(ctx: RunContext, step: int, n: int = 4) -> None:
                              description=f"One full chain of step {step}")
 
 
-def step_stage_report(ctx: RunContext, step: int) -> list[dict[str, float]]:
+def compute_stage_report(ctx: RunContext, step: int) -> list[dict[str, float]]:
     """What each chain stage's tests did in ``step`` (``pipeline.stagereport``)."""
     read = ctx.store.read_table
     return stage_report(read(TESTS, step=step).to_pylist(),
                         read(EXECUTIONS, step=step).to_pylist())
+
+
+def step_stage_report(ctx: RunContext, step: int) -> list[dict[str, float]]:
+    """The step's stored stage report (computed for steps written before it was stored)."""
+    if ctx.store.has_part(STAGE_REPORTS, step, "report"):
+        rows = ctx.store.read_table(STAGE_REPORTS, step=step).to_pylist()
+        return [{k: r[k] for k in ("stage", *REPORT_FIELDS)} for r in rows]
+    return compute_stage_report(ctx, step)
 
 
 def run_stage_report(ctx: RunContext, steps: list[int]) -> list[dict[str, float]] | None:

@@ -81,6 +81,12 @@ def test_flow_trains_stage_by_stage_and_records_everything(prefect_harness, tiny
     for field in ("written", "parsed", "distinct", "valid", "mutant_kill_rate", "bugs_caught"):
         history = tracker.client.get_metric_history(run.info.run_id, f"stage_report/s3/{field}")
         assert [m.step for m in history] == [2, 4], field
+    # ... stored per step in the run store, one row per chain stage, under the step's manifest
+    for step in (1, 2, 3, 4):
+        rows = store.read_table("stage_reports", step=step).to_pylist()
+        assert [r["stage"] for r in rows] == [1, 2, 3, 4, 5]
+        assert all(r["parsed"] <= r["written"] and r["valid"] <= r["distinct"] for r in rows)
+        assert any("stage_reports" in f["path"] for f in store.manifest(step)["files"])
     written = tracker.client.get_metric_history(run.info.run_id, "stage_report/s1/written")
     parsed = tracker.client.get_metric_history(run.info.run_id, "stage_report/s1/parsed")
     assert all(p.value <= w.value for p, w in zip(parsed, written, strict=True))

@@ -43,6 +43,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 STARTUP_TIMEOUT_S = 600
 """The least time the server gets to answer; a fresh database migrates in 9-59 s on 2 cores."""
@@ -107,8 +108,10 @@ class TemporaryServer:
                "--port", str(self.port), "--log-level", "error", "--lifespan", "on"]
         return subprocess.Popen(dies_with_this_process(cmd), env=env, stdin=subprocess.DEVNULL)
 
-    def start(self, timeout_s: float) -> str:
-        """Start the server and wait for ``/api/health``; returns the API URL."""
+    def start(self, timeout_s: float, meanwhile: Callable[[], object] | None = None) -> str:
+        """Start the server and wait for ``/api/health``; returns the API URL. ``meanwhile``
+        runs once between the spawn and the wait: work the caller needs anyway (heavy
+        imports) overlaps the server's own start-up."""
         import httpx
 
         if threading.current_thread() is not threading.main_thread():
@@ -118,6 +121,8 @@ class TemporaryServer:
         deadline = started + timeout_s
         retries = PORT_RETRIES
         self.process = self._spawn()
+        if meanwhile is not None:
+            meanwhile()
         told = False
         with httpx.Client(timeout=10.0) as client:
             while True:
@@ -169,22 +174,23 @@ def startup_timeout_s() -> float:
                      get_current_settings().server.ephemeral.startup_timeout_seconds))
 
 
-def ensure_prefect_api() -> str | None:
+def ensure_prefect_api(meanwhile: Callable[[], object] | None = None) -> str | None:
     """The Prefect API URL this process talks to from now on: ``PREFECT_API_URL`` (or the
     active profile's) when set; else a temporary server started here, from the main thread,
     which dies with this process (see the module docstring) and is stopped at exit, after
     Prefect's own exit hooks have sent the last logs and events; ``None`` where the profile
-    allows no temporary server (Prefect then raises its own error). Idempotent."""
+    allows no temporary server (Prefect then raises its own error). Idempotent.
+    ``meanwhile`` (see :meth:`TemporaryServer.start`) runs in every case."""
     import prefect.context
     from prefect.settings import get_current_settings
 
     settings = get_current_settings()
-    if settings.api.url:
-        return settings.api.url
-    if not settings.server.ephemeral.enabled:
-        return None
+    if settings.api.url or not settings.server.ephemeral.enabled:
+        if meanwhile is not None:
+            meanwhile()
+        return settings.api.url or None
     server = TemporaryServer()
-    url = server.start(startup_timeout_s())
+    url = server.start(startup_timeout_s(), meanwhile)
     atexit.register(server.stop)  # after Prefect's log and event workers drained (LIFO)
     os.environ["PREFECT_API_URL"] = url   # and for any child process of the run
     prefect.context.refresh_global_settings_context()

@@ -115,6 +115,15 @@ def train(config: str = "configs/tiny.yaml", overrides: list[str] | None = None,
     return finish_run(ctx)
 
 
+def preload() -> None:
+    """Import what the first task needs (torch, transformers, peft, MLflow)."""
+    import mlflow  # noqa: F401
+    import peft  # noqa: F401
+    import transformers  # noqa: F401
+
+    import models.policy  # noqa: F401
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from configs import ConfigError
@@ -135,7 +144,9 @@ def main(argv: list[str] | None = None) -> int:
             check_resume_state(load_config(args.config, args.overrides), args.run_id,
                                args.artifacts_root)
         from deployments.server import ensure_prefect_api
-        ensure_prefect_api()  # a temporary Prefect server that dies with this run
+        # A temporary Prefect server that dies with this run; the libraries the run loads
+        # anyway are imported while it starts (two processes, two cores: seconds saved).
+        ensure_prefect_api(meanwhile=preload)
         train(config=args.config, overrides=args.overrides, artifacts_root=args.artifacts_root,
               run_id=args.run_id or new_run_id(cfg),  # named by its run id from the start
               init_from=args.init_from)

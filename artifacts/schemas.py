@@ -167,7 +167,7 @@ EXECUTIONS = TableSchema("executions", 2, (
     allowed={"target_kind": ("candidate", "reference", "mutant")},
     upgrades={1: {"limits": None}})
 
-REWARDS = TableSchema("rewards", 2, (
+REWARDS = TableSchema("rewards", 3, (
     *_KEYS,                                 # stage = training stage
     # Null exactly when ``masked`` (v2): a masked sample has no reward at all.
     _f("generator_reward", _F64, True),
@@ -179,6 +179,7 @@ REWARDS = TableSchema("rewards", 2, (
     _f("adversarial_validity", _F64, True),
     _f("valid_invalid_bugcatch", _F64, True),
     _f("mutation_kill", _F64, True),
+    _f("baseline_pass_rate", _F64, True),   # v3
     _f("validity", _F64, True),
     _f("bug_catch", _F64, True),
     _f("n_tests", _I32),
@@ -198,7 +199,7 @@ REWARDS = TableSchema("rewards", 2, (
     _f("masked", _BOOL),
     _f("n_infra_tests", _I32),
 ), "One row per sample: both rewards and every component that went into them.",
-    upgrades={1: {"masked": False, "n_infra_tests": 0}})
+    upgrades={1: {"masked": False, "n_infra_tests": 0}, 2: {"baseline_pass_rate": None}})
 
 UPDATES = TableSchema("updates", 2, (
     _f("stage", _I32),

@@ -198,9 +198,16 @@ class Tracker(ModelRegistry):
         """Log ``frame`` (a pandas DataFrame) as a dataset input of the run (the MLflow UI's
         Datasets column); logging the same data again is a no-op for MLflow (same digest)."""
         import mlflow.data
+        from mlflow.data.code_dataset_source import CodeDatasetSource
         from mlflow.entities import DatasetInput, InputTag
+        from mlflow.exceptions import MlflowException
 
-        dataset = mlflow.data.from_pandas(frame, source=source, name=name)
+        try:
+            dataset = mlflow.data.from_pandas(frame, source=source, name=name)
+        except MlflowException:  # a source MLflow cannot resolve (family:piecewise:train):
+            # recorded by name, as code-generated data
+            dataset = mlflow.data.from_pandas(
+                frame, source=CodeDatasetSource({"problems.source": source}), name=name)
         self.client.log_inputs(run_id, datasets=[DatasetInput(
             dataset._to_mlflow_entity(), tags=[InputTag("mlflow.data.context", context)])])
 

@@ -18,6 +18,7 @@ from configs.loader import (
 )
 from configs.schema import (
     ArtifactsConfig,
+    EvaluationConfig,
     LoraConfig,
     ModelConfig,
     PPOConfig,
@@ -32,8 +33,9 @@ from configs.schema import (
 )
 
 __all__ = [
-    "ArtifactsConfig", "ConfigError", "LoraConfig", "ModelConfig", "PPOConfig", "ProblemsConfig",
-    "RewardConfig", "SamplingConfig", "SandboxConfig", "ScheduleConfig", "TrackingConfig",
+    "ArtifactsConfig", "ConfigError", "EvaluationConfig", "LoraConfig", "ModelConfig",
+    "PPOConfig", "ProblemsConfig", "RewardConfig", "SamplingConfig", "SandboxConfig",
+    "ScheduleConfig", "TrackingConfig",
     "TrainConfig", "WarmStartConfig", "apply_overrides", "config_hash", "config_to_dict",
     "flatten", "load_config", "parse_override",
 ]

@@ -14,6 +14,7 @@ from configs.sections import (
     DISCRIMINATOR_REWARDS,
     GENERATOR_REWARDS,
     ArtifactsConfig,
+    EvaluationConfig,
     LoraConfig,
     ModelConfig,
     PPOConfig,
@@ -49,6 +50,7 @@ class TrainConfig:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     problems: ProblemsConfig = field(default_factory=ProblemsConfig)
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     artifacts: ArtifactsConfig = field(default_factory=ArtifactsConfig)
 
@@ -84,6 +86,23 @@ def _dead_reward_terms(cfg: TrainConfig, role: str) -> list[str] | None:
     return why
 
 
+def _sources_overlap(a: str, b: str) -> bool:
+    """Whether two problem sources can share a problem: the same source, or the same
+    procedural family where one takes every split or both the same split.
+
+    >>> _sources_overlap("family:piecewise:heldout", "family:piecewise:train")
+    False
+    >>> _sources_overlap("family:piecewise", "family:piecewise:heldout")
+    True
+    """
+    if a == b:
+        return True
+    fa, fb = a.split(":"), b.split(":")
+    if fa[0] != "family" or fb[0] != "family" or fa[1:2] != fb[1:2]:
+        return False
+    return len(fa) == 2 or len(fb) == 2 or fa[2] == fb[2]
+
+
 def learnability(cfg: TrainConfig) -> tuple[list[str], list[str]]:
     """``(errors, warnings)``: settings under which no update can ever carry signal.
 
@@ -98,6 +117,12 @@ def learnability(cfg: TrainConfig) -> tuple[list[str], list[str]]:
     """
     errors: list[str] = []
     warnings: list[str] = []
+    held_out = cfg.evaluation.source
+    for key, trained in (("problems.source", cfg.problems.source),
+                         ("warm_start.source", cfg.warm_start.source)):
+        if held_out and trained and _sources_overlap(held_out, trained):
+            errors.append(f"evaluation.source={held_out!r} and {key}={trained!r}: the held-out "
+                          "problems would be trained on; evaluate on a split never trained on")
     schedule = cfg.schedule
     roles = _trained_roles(schedule)
     if not roles:

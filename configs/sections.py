@@ -143,7 +143,7 @@ class SandboxConfig:
                self.max_output_bytes, "must be >= 1024")
 
 
-GENERATOR_REWARDS = ("pass_rate", "shifted_pass_rate")
+GENERATOR_REWARDS = ("pass_rate", "shifted_pass_rate", "baseline_pass_rate")
 DISCRIMINATOR_REWARDS = ("adversarial_validity", "valid_invalid_bugcatch", "mutation_kill")
 
 
@@ -300,6 +300,11 @@ class WarmStartConfig:
     """Examples per step."""
     roles: tuple[str, ...] = ROLES
     """Which adapters to warm-start (a generator-only experiment can skip the other)."""
+    source: str | None = None
+    """Problems the warm start is fitted on (a problem source, e.g.
+    ``family:piecewise:warmstart``); ``None``: the run's own problems."""
+    limit: int | None = None
+    """Keep at most this many warm-start problems."""
 
     def __post_init__(self) -> None:
         _check(self.steps >= 0, "warm_start.steps", self.steps, "must be >= 0")
@@ -308,6 +313,27 @@ class WarmStartConfig:
         _check(self.learning_rate > 0, "warm_start.learning_rate", self.learning_rate,
                "must be > 0")
         _check(self.batch_size >= 1, "warm_start.batch_size", self.batch_size, "must be >= 1")
+        _check(self.limit is None or self.limit >= 1, "warm_start.limit", self.limit,
+               "must be >= 1 or null")
+
+
+@dataclass(frozen=True)
+class EvaluationConfig:
+    """Held-out evaluation during training: before the first step and after each training
+    stage, on problems the run never trains on (``pipeline/heldout.py``)."""
+
+    source: str | None = None
+    """Problems to evaluate on, e.g. ``family:piecewise:heldout``; ``None``: no evaluation. A
+    family problem is judged on its hidden suite (main and edge path), any other on its own
+    tests."""
+    limit: int = 16
+    """Problems evaluated (the source's first ones: a family split's order is a fair sample)."""
+    samples: int = 1
+    """Chains per problem (pass@1 is averaged over them)."""
+
+    def __post_init__(self) -> None:
+        _check(self.limit >= 1, "evaluation.limit", self.limit, "must be >= 1")
+        _check(self.samples >= 1, "evaluation.samples", self.samples, "must be >= 1")
 
 
 @dataclass(frozen=True)

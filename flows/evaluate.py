@@ -102,9 +102,11 @@ def evaluate_model(cfg: Any, model: str | None, problems: list, samples: int, ks
     """Load the model, generate, execute and score (``pipeline.evaluation.evaluate_engine``)."""
     from models.inference import InferenceEngine
     from pipeline.evaluation import evaluate_engine
+    from pipeline.heldout import hidden_problem
 
     engine = InferenceEngine.load(model, cfg, discriminator=discriminator)
     label = model or cfg.model.generator
+    problems = [hidden_problem(p) for p in problems]  # a family problem: its hidden suite
     rows, metrics = evaluate_engine(engine, problems, samples=samples, ks=ks, direct=direct,
                                     tests=tests, model=label)
     return rows, metrics, engine.describe()

@@ -47,6 +47,7 @@ from configs import load_config
 from configs.schema import check_learnable
 from pipeline.catalogue import work_items
 from pipeline.schedule import PlannedStep, ends_stage, plan
+from tasks.heldout import evaluate_heldout, recorded
 from tasks.progress import Progress, flow_run_name, name_flow_run, quiet_console
 from tasks.reporting import close_step, finish_run, log_step_time
 from tasks.resume import resume_point
@@ -106,6 +107,9 @@ def train(config: str = "configs/tiny.yaml", overrides: list[str] | None = None,
     elif fresh and cfg.warm_start.enabled:
         warm_start(ctx)
         ctx.save_state(0)
+    if cfg.evaluation.source and start == 0 and not any(
+            e["label"] == "before" for e in recorded(ctx)):
+        evaluate_heldout(ctx, "before", 0)  # the held-out row before any PPO step
     with Progress(ctx, total=len(steps), done=start) as progress:
         for i, planned in enumerate(steps):
             if planned.step <= start:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from configs.schema import RewardConfig
+from configs.schema import DISCRIMINATOR_REWARDS, GENERATOR_REWARDS, RewardConfig
 from pipeline.chains import SampleKey
 from rewards import (
     INFRA,
@@ -104,11 +104,9 @@ def reward_rows(outcomes: dict[SampleKey, SampleOutcome], cfg: RewardConfig,
             "stage": training_stage, "problem_id": key[0], "sample_idx": key[1],
             "generator_reward": scored[key].generator,
             "discriminator_reward": scored[key].discriminator,
-            "pass_rate": used(c, "pass_rate", cfg.generator),
-            "shifted_pass_rate": used(c, "shifted_pass_rate", cfg.generator),
-            "adversarial_validity": used(c, "adversarial_validity", cfg.discriminator),
-            "valid_invalid_bugcatch": used(c, "valid_invalid_bugcatch", cfg.discriminator),
-            "mutation_kill": used(c, "mutation_kill", cfg.discriminator),
+            # every reward function's raw value, null where the config does not use it
+            **{name: used(c, name, cfg.generator) for name in GENERATOR_REWARDS},
+            **{name: used(c, name, cfg.discriminator) for name in DISCRIMINATOR_REWARDS},
             "validity": c["validity"], "bug_catch": c["bug_catch"],
             "n_tests": int(c["n_tests"]), "n_valid": int(c["n_valid"]),
             "n_invalid": int(c["n_invalid"]), "n_duplicates": int(c["n_duplicates"]),

@@ -3,7 +3,8 @@
 A random-init model never writes code that parses, so every reward is zero and PPO has no
 signal. The warm start fits both adapters, by teacher forcing, to the real stage prompts with
 simple targets: short stage texts for stages 1-4, the reference solution in a fenced block for
-stage 5 (generator), and the problem's baseline tests (discriminator). Real instruct models
+stage 5 (generator), and the problem's baseline tests (discriminator); a procedural family's
+problems get its deliberately imperfect targets instead (:func:`targets`). Real instruct models
 skip it (``warm_start.enabled: false``).
 """
 
@@ -20,6 +21,17 @@ from configs.schema import WarmStartConfig
 from problems import Problem
 
 
+def targets(problem: Problem) -> tuple[str, list[str]]:
+    """The stage-5 code and the discriminator's tests the warm start teaches for ``problem``:
+    the reference and its baseline tests, except for a procedural family's problems, whose
+    targets are imperfect on purpose (``problems.family.warm_targets``)."""
+    if problem.source.startswith("family:"):
+        from problems.family import warm_targets
+
+        return warm_targets(problem.id)
+    return problem.reference_solution, list(problem.baseline_tests)
+
+
 def stage_texts(problem: Problem) -> list[str]:
     """Five simple generator outputs for ``problem`` (the last one is runnable code).
 
@@ -32,7 +44,7 @@ def stage_texts(problem: Problem) -> list[str]:
         f"1. Read the inputs.\n2. Compute {name}.\n3. Return it.",
         f"return {name}(inputs)",
         "Handle empty inputs.",
-        f"```python\n{problem.reference_solution.strip()}\n```",
+        f"```python\n{targets(problem)[0].strip()}\n```",
     ]
 
 
@@ -49,7 +61,7 @@ def warm_start_examples(problems: list[Problem], tokenizer: Any, max_context_tok
     out: dict[str, list[tuple[list[int], list[int]]]] = {role: [] for role in ROLES}
     for problem in problems:
         texts = stage_texts(problem)
-        tests = "\n".join(problem.baseline_tests)
+        tests = "\n".join(targets(problem)[1])
         for stage in STAGES:
             gen = generator_prompt(tokenizer, problem, stage, texts[:stage - 1],
                                    max_context_tokens)

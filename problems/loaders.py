@@ -1,4 +1,5 @@
-"""Load problem sets: seed-format JSON, JSONL, Parquet, ``humaneval`` and the bundled ``demo``.
+"""Load problem sets: seed-format JSON, JSONL, Parquet, ``humaneval``, the bundled ``demo`` and
+the procedural ``family:<name>[:<split>]`` (``problems/family.py``).
 
     from problems import load_problems
     problems = load_problems("demo", curriculum=True)
@@ -92,7 +93,8 @@ def read_records(path: str | Path) -> list[Any]:
     path = Path(path)
     if not path.exists():
         raise ProblemLoadError(str(path), message=(
-            f"{path}: no such file (sources are {', '.join(BUILTIN_SOURCES)} or a .json, "
+            f"{path}: no such file (sources are {', '.join(BUILTIN_SOURCES)}, "
+            "family:<name>[:<split>] or a .json, "
             ".jsonl or .parquet file)"))
     suffix = path.suffix.lower()
     if suffix == ".json":
@@ -118,6 +120,16 @@ def load_problem_set(source: str | Path) -> ProblemSet:
     name = str(source)
     if name == "humaneval":
         records, convert = _humaneval_records(), convert_humaneval
+    elif name.startswith("family:"):
+        from problems.family import family_records
+
+        try:
+            records = family_records(name)
+        except ValueError as exc:
+            raise ProblemLoadError(name, message=str(exc)) from None
+
+        def convert(record: Any, index: int) -> Problem | list[ProblemIssue]:
+            return convert_record(record, name, index)
     else:
         path = DEMO_PATH if name == "demo" else Path(source)
         records = read_records(path)

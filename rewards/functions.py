@@ -96,6 +96,23 @@ def pass_rate(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     return generator_pass_rate(outcome, cfg)
 
 
+def baseline_pass_rate(outcome: SampleOutcome, cfg: RewardConfig) -> float:
+    """Generator: pass rate over the problem's own (baseline) tests only, the discriminator's
+    ignored: the non-adversarial control of ``benchmarks/learning.py``'s ablation.
+
+    >>> cfg = RewardConfig()
+    >>> baseline_pass_rate(SampleOutcome(True, (_v("baseline"), _v(passed=False))), cfg)
+    1.0
+    >>> baseline_pass_rate(SampleOutcome(True, (_v(passed=False),)), cfg)  # none: neutral
+    0.5
+    """
+    _scorable(outcome, "baseline_pass_rate")
+    if not outcome.code_ok:
+        return 0.0
+    tests = [t for t in outcome.generator_tests if t.origin == "baseline"]
+    return sum(t.passed for t in tests) / len(tests) if tests else cfg.neutral
+
+
 def shifted_pass_rate(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     """Generator: the seed README's ``pass_rate - 0.5``, in [-0.5, 0.5].
 
@@ -185,6 +202,7 @@ def mutation_kill(outcome: SampleOutcome, cfg: RewardConfig) -> float:
 GENERATOR_REWARDS: dict[str, RewardFn] = {
     "pass_rate": pass_rate,
     "shifted_pass_rate": shifted_pass_rate,
+    "baseline_pass_rate": baseline_pass_rate,
 }
 DISCRIMINATOR_REWARDS: dict[str, RewardFn] = {
     "adversarial_validity": adversarial_validity,

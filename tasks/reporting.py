@@ -19,11 +19,14 @@ from configs.names import ROLES
 from models.served import example_row
 from pipeline.catalogue import CHAINS, EXECUTIONS, REWARDS, STAGE_REPORTS, TESTS, UPDATES
 from pipeline.completions import chain_markdown, completions
+from pipeline.heldout import heldout_table
 from pipeline.metrics import round3, skipped_line, skipped_updates, stage_table, step_metrics
 from pipeline.schedule import plan
 from pipeline.stagereport import FIELDS as REPORT_FIELDS
 from pipeline.stagereport import format_report, mean_report, report_metrics, stage_report
 from pipeline.timing import mean_breakdown, step_breakdown
+from tasks.heldout import RECORD as HELDOUT_RECORD
+from tasks.heldout import evaluate_heldout
 from tasks.runtime import RunContext, artifact_key
 
 
@@ -112,6 +115,8 @@ def close_step(ctx: RunContext, step: int, stage: int, role: str,
     if last_of_stage:
         checkpoint_stage(ctx, step, stage, metrics)
         log_stage_report(ctx, step, stage)
+        if ctx.cfg.evaluation.source:
+            evaluate_heldout(ctx, f"stage {stage}", step)
     return metrics, ctx.store.complete_step(step)
 
 
@@ -213,6 +218,9 @@ def finish_run(ctx: RunContext) -> dict:
                             ctx.mlflow_run_id)
     browse = url if command is None else f"{command}  (then open {url})"
     print(stage_table(ctx.store.read(REWARDS)))
+    if cfg.evaluation.source:
+        print("\n" + heldout_table(ctx.store.read_json(HELDOUT_RECORD) or [],
+                                   cfg.evaluation.source))
     report = run_stage_report(ctx, ctx.store.complete_steps())
     if report is not None:
         print(format_report(report, "\nwhat each chain stage's tests did (mean over the run's "

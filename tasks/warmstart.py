@@ -27,7 +27,18 @@ CACHE_ROOT = Path(".cache") / "warmstart"
 REPO = Path(__file__).resolve().parent.parent
 # The code whose change changes what the warm start fits (prompts, stage texts, log-probs).
 CODE = ("pipeline/warmstart.py", "models/prompts.py", "models/stages.py", "models/logprobs.py",
-        "models/policy.py")
+        "models/policy.py", "problems/family.py")
+
+
+def warm_problems(ctx: RunContext) -> list:
+    """The problems the warm start is fitted on: ``warm_start.source`` (first ``limit``) or the
+    run's own."""
+    ws = ctx.cfg.warm_start
+    if ws.source is None:
+        return list(ctx.problems)
+    from problems import load_problems
+
+    return load_problems(ws.source, limit=ws.limit)
 
 
 def _files_digest(paths: list[Path], root: Path | None = None) -> str:
@@ -38,7 +49,7 @@ def _files_digest(paths: list[Path], root: Path | None = None) -> str:
     return h.hexdigest()
 
 
-def warm_start_key(ctx: RunContext) -> str:
+def warm_start_key(ctx: RunContext, problems: list | None = None) -> str:
     """A hash of everything that determines the warm-started adapters."""
     import torch
     import transformers
@@ -51,7 +62,8 @@ def warm_start_key(ctx: RunContext) -> str:
         bases[name] = (_files_digest([p for p in base.rglob("*") if p.is_file()], base)
                        if name and base.is_dir() else name)
     problems = [(p.id, p.description, p.entry_point, p.reference_solution,
-                 list(p.baseline_tests)) for p in ctx.problems]
+                 list(p.baseline_tests))
+                for p in (warm_problems(ctx) if problems is None else problems)]
     blob = json.dumps({
         "model": model, "bases": bases, "lora": config_to_dict(cfg)["lora"],
         "warm_start": config_to_dict(cfg)["warm_start"], "seed": cfg.sampling.seed,
@@ -99,14 +111,15 @@ def _save_cached(ctx: RunContext, folder: Path, stats: dict[str, float]) -> None
 def warm_start(ctx: RunContext) -> dict[str, float]:
     """Fit both adapters (or load them from the cache); returns first/last loss per role
     (logged as ``warm_start/*``)."""
-    folder = CACHE_ROOT / warm_start_key(ctx)
+    problems = warm_problems(ctx)
+    folder = CACHE_ROOT / warm_start_key(ctx, problems)
     cached = _load_cached(ctx, folder)
     if cached is not None:
         print(f"warm start: reused {folder} (saved by run {cached.get('saved_by')}; delete the "
               "folder to fit again)")
         stats = dict(cached.get("stats", {}))
     else:
-        stats = fit_roles(ctx.policies, ctx.problems, ctx.cfg.warm_start,
+        stats = fit_roles(ctx.policies, problems, ctx.cfg.warm_start,
                           ctx.cfg.model.max_context_tokens,
                           lambda role: ctx.seed("warm-start", role))
         _save_cached(ctx, folder, stats)

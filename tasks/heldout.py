@@ -1,0 +1,52 @@
+"""Held-out evaluation as a Prefect task (the maths: ``pipeline.heldout``).
+
+Before the first step (``before``) and at the end of each training stage (``stage <k>``, inside
+the stage's last step, before its manifest: a kill redoes the step and the evaluation with it),
+the run's policies are evaluated on ``evaluation.source``. Each result goes to MLflow as
+``heldout/*`` at the step it follows, to ``_run/heldout.json`` in the run store (one entry per
+label, replaced when redone) and is printed in the final table.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from pipeline.heldout import PREFIX, heldout_metrics
+from tasks.runtime import RunContext
+
+RECORD = "heldout.json"
+
+
+@cache
+def heldout_problems(source: str, limit: int) -> tuple:
+    from problems import load_problems
+
+    return tuple(load_problems(source, limit=limit))
+
+
+def recorded(ctx: RunContext) -> list[dict[str, Any]]:
+    return list(ctx.store.read_json(RECORD) or [])
+
+
+@task(name="heldout-eval", task_run_name="heldout-eval-{label}", cache_policy=NO_CACHE)
+def evaluate_heldout(ctx: RunContext, label: str, step: int) -> dict[str, float] | None:
+    """Evaluate on the held-out problems (``None`` when ``evaluation.source`` is unset)."""
+    ev = ctx.cfg.evaluation
+    if ev.source is None:
+        return None
+    problems = heldout_problems(ev.source, ev.limit)
+    _, metrics = heldout_metrics(ctx.policies, ctx.cfg, problems)
+    entries = [e for e in recorded(ctx) if e["label"] != label]
+    entries.append({"label": label, "step": step, "metrics": metrics})
+    ctx.store.write_json(RECORD, sorted(entries, key=lambda e: e["step"]))
+    if ctx.tracker is not None and ctx.mlflow_run_id:
+        ctx.tracker.log_metrics(ctx.mlflow_run_id,
+                                {f"{PREFIX}/{k}": v for k, v in metrics.items()}, step=step)
+    shown = ", ".join(f"{k} {v:.3f}" for k, v in metrics.items()
+                      if k not in ("problems", "samples"))
+    print(f"held-out {label}: {shown}")
+    return metrics

@@ -413,3 +413,20 @@ def f():
     assert result.outcomes[1].status != "passed", result.outcomes
     for outcome in result.outcomes:
         assert outcome.status in ("passed", "failed", "error", "crashed", "timeout"), outcome
+
+
+def test_an_assert_slowed_by_the_host_is_evaluated_again_not_failed(monkeypatch):
+    """The evaluator's wall-clock backstop depends on the host's load: when only it runs out,
+    the judge evaluates the assert once more on a fresh budget; slow twice is an error."""
+    import sandbox.judge as judge
+    from sandbox import execute
+    from sandbox.cost import MAX_WEIGHT, MAX_WORK, Budget
+
+    code = "def echo(x):\n    return x\n"
+    test = "assert echo([1, 2, 3]) == [1, 2, 3]"
+    # every default budget has no time at all: the first evaluation always times out
+    monkeypatch.setattr(Budget.__init__, "__defaults__", (MAX_WORK, 0.0, MAX_WEIGHT))
+    assert execute(code, [test]).outcomes[0].status == "passed"
+    monkeypatch.setattr(judge, "RETRY_SECONDS", 0.0)
+    out = execute(code, [test]).outcomes[0]
+    assert out.status == "error" and "took over" in out.message

@@ -24,6 +24,8 @@ from dataclasses import replace
 from typing import Any
 
 from pipeline.evaluation import EVAL_REPORT, evaluate_engine
+from pipeline.execution import sandbox_runner
+from problems.family import is_family
 
 PREFIX = "heldout"
 COLUMNS = ("pass_at_1", "edge_pass_rate", "test_validity", "mutation_kill_rate", "bugs_caught")
@@ -32,7 +34,7 @@ COLUMNS = ("pass_at_1", "edge_pass_rate", "test_validity", "mutation_kill_rate",
 def hidden_problem(problem: Any) -> Any:
     """``problem`` as evaluation judges it: a family problem with its hidden suite as its tests
     (``edge_tests`` attached for the edge pass rate), any other unchanged."""
-    if not problem.source.startswith("family:"):
+    if not is_family(problem):
         return problem
     from problems.family import hidden_tests
 
@@ -45,7 +47,7 @@ def edge_pass_rate(rows: Sequence[dict[str, Any]], codes: dict[tuple[str, int], 
     problem). ``codes`` maps (problem id, sample) to the parsed code or None."""
     from problems.family import edge_tests
 
-    family = [r for r in rows if problems[r["problem_id"]].source.startswith("family:")]
+    family = [r for r in rows if is_family(problems[r["problem_id"]])]
     if not family:
         return None
     jobs = []
@@ -62,7 +64,6 @@ def heldout_metrics(policies: Any, cfg: Any, problems: Sequence[Any]
     """Evaluate ``policies`` (left with the generator active) on ``problems``; returns the
     ``evaluations`` rows and the figures of the module docstring (keys without prefix)."""
     from models.inference import InferenceEngine
-    from sandbox import execute_many, options_from_config
 
     engine = InferenceEngine(policies, cfg, {"generator": None, "discriminator": None})
     judged = [hidden_problem(p) for p in problems]
@@ -71,14 +72,12 @@ def heldout_metrics(policies: Any, cfg: Any, problems: Sequence[Any]
     policies.activate("generator")
     codes = {(r["problem_id"], r["sample_idx"]): r["code"] for r in rows}
 
-    def run_jobs(jobs: list) -> list:
-        return execute_many(jobs, **options_from_config(cfg.sandbox))
-
     samples = max(len(rows), 1)
     bugs = sum(v for k, v in metrics.items()
                if k.startswith(f"{EVAL_REPORT}/") and k.endswith("/bugs_caught"))
     out = {"pass_at_1": metrics.get("eval/pass_at_1"),
-           "edge_pass_rate": edge_pass_rate(rows, codes, {p.id: p for p in judged}, run_jobs),
+           "edge_pass_rate": edge_pass_rate(rows, codes, {p.id: p for p in judged},
+                                            sandbox_runner(cfg.sandbox)),
            "test_validity": metrics.get("eval/test_validity"),
            "mutation_kill_rate": metrics.get("eval/mutation_kill_rate"),
            "bugs_caught": bugs / samples,

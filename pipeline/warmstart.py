@@ -25,9 +25,9 @@ def targets(problem: Problem) -> tuple[str, list[str]]:
     """The stage-5 code and the discriminator's tests the warm start teaches for ``problem``:
     the reference and its baseline tests, except for a procedural family's problems, whose
     targets are imperfect on purpose (``problems.family.warm_targets``)."""
-    if problem.source.startswith("family:"):
-        from problems.family import warm_targets
+    from problems.family import is_family, warm_targets
 
+    if is_family(problem):
         return warm_targets(problem.id)
     return problem.reference_solution, list(problem.baseline_tests)
 

@@ -223,6 +223,11 @@ def family_records(spec: str) -> list[dict[str, Any]]:
     return [record(p) for s in splits for p in split_params(s)]
 
 
+def is_family(problem: Any) -> bool:
+    """Whether ``problem`` was loaded from a ``family:`` source (its id names its parameters)."""
+    return problem.source.startswith("family:")
+
+
 def hidden_tests(problem_id_: str) -> list[str]:
     """The hidden suite of a family problem: main and edge path. Evaluation only."""
     p = params_of(problem_id_)

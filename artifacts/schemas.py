@@ -59,8 +59,8 @@ class TableSchema:
         """Columns (with their fill values) that a file of ``version`` lacks, ``{}`` for the
         current version, ``None`` when files of ``version`` cannot be read.
 
-        >>> EXECUTIONS.columns_added_since(1), EXECUTIONS.columns_added_since(0)
-        ({'limits': None}, None)
+        >>> EXECUTIONS.columns_added_since(2), EXECUTIONS.columns_added_since(0)
+        ({'executor': None, 'node': None}, None)
         """
         if version == self.version:
             return {}
@@ -150,7 +150,7 @@ TESTS = TableSchema("tests", 1, (
 ), "One row per parsed test snippet, kept or dropped.",
     allowed={"origin": ("discriminator", "baseline"), "parse_status": ("ok", "dropped")})
 
-EXECUTIONS = TableSchema("executions", 2, (
+EXECUTIONS = TableSchema("executions", 3, (
     *_KEYS,                                 # stage = origin stage of the test
     _f("test_id", _STR),
     _f("target_kind", _STR),
@@ -163,9 +163,12 @@ EXECUTIONS = TableSchema("executions", 2, (
     _f("limits", _STR, nullable=True),      # v2: limits the verdict ran under, compact JSON of
                                             # ExecutionResult.limits ("{}": not run or unknown;
                                             # null: written before v2)
+    _f("executor", _STR, nullable=True),    # v3: where it ran, "local" or "ray" (null: not
+                                            # run, or written before v3)
+    _f("node", _STR, nullable=True),        # v3: host name (local) or Ray node id
 ), "One row per test x target (candidate code, reference solution, or a mutant of it).",
     allowed={"target_kind": ("candidate", "reference", "mutant")},
-    upgrades={1: {"limits": None}})
+    upgrades={1: {"limits": None}, 2: {"executor": None, "node": None}})
 
 REWARDS = TableSchema("rewards", 3, (
     *_KEYS,                                 # stage = training stage

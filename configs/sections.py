@@ -131,6 +131,14 @@ class SandboxConfig:
     ``process`` (rlimits and a scrubbed environment only)."""
     max_output_bytes: int = 65536
     """Captured stdout/stderr per job; the rest is discarded."""
+    executor: str = "local"
+    """Where a step's jobs run: ``local`` (a jailed pool in the flow's process) or ``ray``
+    (shards as Ray tasks, each on a jailed pool in a Ray worker; ``sandbox.fanout``)."""
+    ray_address: str | None = None
+    """With ``executor: ray``: the cluster to use; null means ``$RAY_ADDRESS`` when set, else
+    a Ray instance started in the flow's process."""
+    ray_shards: int | None = None
+    """With ``executor: ray``: Ray tasks per step; null means one per CPU of the cluster."""
 
     def __post_init__(self) -> None:
         _check(self.timeout_s > 0, "sandbox.timeout_s", self.timeout_s, "must be > 0")
@@ -141,6 +149,10 @@ class SandboxConfig:
                self.isolation, "must be auto, bwrap or process")
         _check(self.max_output_bytes >= 1024, "sandbox.max_output_bytes",
                self.max_output_bytes, "must be >= 1024")
+        _check(self.executor in ("local", "ray"), "sandbox.executor", self.executor,
+               "must be local or ray")
+        _check(self.ray_shards is None or self.ray_shards >= 1, "sandbox.ray_shards",
+               self.ray_shards, "must be >= 1 or null")
 
 
 GENERATOR_REWARDS = ("pass_rate", "shifted_pass_rate", "baseline_pass_rate")

@@ -92,7 +92,8 @@ def execution_rows(suites: Sequence[Suite], plan: JobPlan, results: Sequence[Any
     for (kind, target_id, pid, j), (_, tests), result in zip(plan.targets, plan.jobs, results,
                                                            strict=True):
         limits = limits_json(getattr(result, "limits", None))  # before the sandbox kept them: {}
-        outcomes = {snippet: (o, str(result.isolation), limits)
+        where = (getattr(result, "executor", None), getattr(result, "node", None))
+        outcomes = {snippet: (o, str(result.isolation), limits, *where)
                     for snippet, o in zip(tests, result.outcomes, strict=True)}
         if kind == "candidate":
             per_candidate[(pid, j)] = outcomes
@@ -112,15 +113,16 @@ def execution_rows(suites: Sequence[Suite], plan: JobPlan, results: Sequence[Any
                 found = outcomes.get(t["snippet"]) if outcomes else None
                 if found is None:  # candidate without code: recorded as not run, not a crash
                     status, message, duration = NOT_RUN, s.code_reason, 0.0
-                    isolation, limits = "none", NO_LIMITS
+                    isolation, limits, executor, node = "none", NO_LIMITS, None, None
                 else:
-                    o, isolation, limits = found
+                    o, isolation, limits, executor, node = found
                     status, message, duration = o.status, (o.message or None), float(o.duration_s)
                 rows.append({"stage": int(t["stage"]), "problem_id": pid,
                              "sample_idx": s.sample_idx, "test_id": t["test_id"],
                              "target_kind": kind, "target_id": target_id, "status": status,
                              "message": message, "duration_s": duration,
-                             "isolation": isolation, "limits": limits})
+                             "isolation": isolation, "limits": limits,
+                             "executor": executor, "node": node})
     return rows
 
 
@@ -144,10 +146,15 @@ def problem_mutants(problem: Problem, n: int) -> list[Mutant]:
 
 
 def sandbox_runner(sandbox: SandboxConfig) -> RunJobs:
-    """``execute_many`` under the run's sandbox limits."""
+    """``execute_many`` under the run's sandbox limits, in this process or fanned out over
+    Ray (``sandbox.executor``)."""
     from sandbox import execute_many, options_from_config
 
     options = options_from_config(sandbox)
+    if sandbox.executor == "ray":
+        from sandbox.fanout import RayExecutor
+
+        return RayExecutor(options, address=sandbox.ray_address, shards=sandbox.ray_shards)
     return lambda jobs: execute_many(jobs, **options)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -57,6 +58,9 @@ class Sandbox:
             reply = future.result()  # SandboxError if no worker could start
             results.append(judge(p, reply, reply.get("isolation", self.isolation),
                                  time.monotonic() - t0))
+        node = socket.gethostname()  # a Ray shard re-tags its results (sandbox.fanout)
+        for r in results:
+            r.node = node
         return results
 
     def execute(self, code: str, tests: Sequence[str], **options: Any) -> ExecutionResult:

@@ -43,6 +43,10 @@ class ExecutionResult:
     limits: dict = field(default_factory=dict)
     """The limits every verdict ran under: ``timeout_s``, ``memory_mb``, ``fsize_mb``,
     ``nofile``, ``max_output_bytes``."""
+    executor: str = "local"
+    """Where the job ran: ``local`` (this process's pool) or ``ray`` (``sandbox.fanout``)."""
+    node: str = ""
+    """The host name (local) or the Ray node id the job ran on."""
 
     @property
     def passed(self) -> int:

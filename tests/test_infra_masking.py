@@ -172,7 +172,8 @@ def test_limits_land_in_the_executions_rows_and_the_store(add, tmp_path):
     assert [r["limits"] for r in back] == [r["limits"] for r in rows]
 
 
-@pytest.mark.parametrize("table,fill", [("executions", {"limits": None}),
+@pytest.mark.parametrize("table,fill", [("executions", {"limits": None, "executor": None,
+                                                       "node": None}),
                                         ("rewards", {"masked": False, "n_infra_tests": 0})])
 def test_parts_of_the_previous_schema_version_still_read(add, tmp_path, table, fill):
     """A run recorded before v2 (no limits, no mask) still resumes, replays and reports."""

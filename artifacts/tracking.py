@@ -60,6 +60,8 @@ TAG_GIT = "mlflow.source.git.commit"
 TAG_RUN_ID = "adversarial.run_id"  # the training run id (resumes share one MLflow run)
 _METRIC_KEY = re.compile(r"^[a-z][a-z0-9_]*/[A-Za-z0-9_./-]+$")
 _PARAM_MAX = 6000  # MLflow's limit on a param value's length
+DATASET_RACE_RETRIES = 3
+_UNIQUE_RACE = re.compile(r"unique|duplicate key", re.I)  # PostgreSQL's and SQLite's words
 
 
 def resolve_tracking_uri(configured: str | None = None) -> str:
@@ -208,8 +210,19 @@ class Tracker(ModelRegistry):
             # recorded by name, as code-generated data
             dataset = mlflow.data.from_pandas(
                 frame, source=CodeDatasetSource({"problems.source": source}), name=name)
-        self.client.log_inputs(run_id, datasets=[DatasetInput(
-            dataset._to_mlflow_entity(), tags=[InputTag("mlflow.data.context", context)])])
+        inputs = [DatasetInput(dataset._to_mlflow_entity(),
+                               tags=[InputTag("mlflow.data.context", context)])]
+        for attempt in range(DATASET_RACE_RETRIES + 1):
+            try:
+                self.client.log_inputs(run_id, datasets=inputs)
+                return
+            except MlflowException as exc:
+                # The server's get-or-create of a dataset is not atomic: two runs logging the
+                # same problems at once (two workers) can both try to create it, and one gets a
+                # unique-key violation. Again, it finds the other's row and only links it.
+                if attempt == DATASET_RACE_RETRIES or not _UNIQUE_RACE.search(str(exc)):
+                    raise
+                time.sleep(0.2 * (attempt + 1))
 
     def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int) -> None:
         """Log namespaced metrics (``generator/pass_rate``, ``ppo/approx_kl``, ...) at ``step``

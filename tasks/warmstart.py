@@ -103,8 +103,14 @@ def _save_cached(ctx: RunContext, folder: Path, stats: dict[str, float]) -> None
     (tmp / "manifest.json").write_text(json.dumps({
         "adapter_versions": {r: ctx.roles[r].version for r in roles}, "stats": stats,
         "saved_by": ctx.run_id, "created_at": time.time()}, indent=1))
-    shutil.rmtree(folder, ignore_errors=True)
-    tmp.rename(folder)
+    try:
+        tmp.rename(folder)
+    except OSError:
+        # Another run (two workers, the same config) saved this entry first. Its key says its
+        # adapters are these; keep the one in place, which a third run may be reading now.
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not (folder / "manifest.json").exists():
+            raise
 
 
 @task(name="warm-start", task_run_name="warm-start", cache_policy=NO_CACHE)

@@ -33,12 +33,13 @@ STOP_GRACE_S = 20  # from SIGTERM to SIGKILL when the server and the worker are 
 def test_prefect_yaml_declares_the_deployments():
     spec = load_prefect_yaml()
     deployments = {d["name"]: d for d in spec["deployments"]}
-    assert set(deployments) == {"train", "replay", "evaluate"}
+    assert set(deployments) == {"train", "train-stack", "replay", "evaluate"}
     assert pool_names(spec) == ["adversarial-cpu"]
     assert spec["pull"] == [{"prefect.deployments.steps.set_working_directory": {
         "directory": "{{ project-dir.stdout }}"}}]
     for name, dep in deployments.items():
-        assert dep["entrypoint"] == f"flows/{name}.py:{name}"
+        flow = name.split("-")[0]  # train-stack: the same flow, runs may overlap
+        assert dep["entrypoint"] == f"flows/{flow}.py:{flow}"
         assert "MLFLOW_TRACKING_URI" in dep["work_pool"]["job_variables"]["env"]
     (schedule,) = deployments["train"]["schedules"]
     assert schedule["cron"] and schedule["timezone"]
@@ -180,7 +181,7 @@ def test_deploy_and_run_train_through_a_worker(tiny_model_dir, tmp_path):
 
     assert run.state.is_completed(), f"{run.state!r}\n{log}\n{log_tail(server_log)}"
     assert run.deployment_id == dep.id
-    assert {d.name for d in all_deps} == {"train", "replay", "evaluate"}
+    assert {d.name for d in all_deps} == {"train", "train-stack", "replay", "evaluate"}
     # what the deploy baked in: this checkout as working directory, the deploying shell's
     # MLflow URI in the job's environment, the nightly cron with its timezone
     assert dep.pull_steps == [{"prefect.deployments.steps.set_working_directory": {

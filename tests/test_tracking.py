@@ -217,3 +217,36 @@ def test_run_for_resumes_the_same_mlflow_run(tracker):
     assert run.info.status == "RUNNING"
     assert run.data.tags["prefect.flow_run_id"] == "flow-b"
     assert tracker.run_for(cfg, "resume-run-2") != first  # another run id: another run
+
+
+def test_a_dataset_logged_by_two_runs_at_once_is_linked_not_lost(tracker, monkeypatch):
+    """Two workers' runs log the same problem set at once; the server's get-or-create of the
+    dataset is not atomic, so one can get a unique-key violation: it is retried (the retry
+    finds the row and links it), while any other error still raises."""
+    import pandas as pd
+    from mlflow.exceptions import MlflowException
+
+    run_id = tracker.client.create_run(tracker.experiment_id).info.run_id
+    real = tracker.client.log_inputs
+    calls = []
+
+    def racing(run, datasets=None, **kw):
+        calls.append(run)
+        if len(calls) == 1:
+            raise MlflowException("BAD_REQUEST: (psycopg2.errors.UniqueViolation) duplicate key "
+                                  'value violates unique constraint "dataset_pk"')
+        return real(run, datasets=datasets, **kw)
+
+    monkeypatch.setattr(tracker.client, "log_inputs", racing)
+    frame = pd.DataFrame({"id": ["a"], "n": [1]})
+    tracker.log_dataset(run_id, frame, name="problems:race", source="demo")
+    assert len(calls) == 2
+    (logged,) = tracker.client.get_run(run_id).inputs.dataset_inputs
+    assert logged.dataset.name == "problems:race"
+
+    def broken(run, datasets=None, **kw):
+        raise MlflowException("INVALID_PARAMETER_VALUE: something else")
+
+    monkeypatch.setattr(tracker.client, "log_inputs", broken)
+    with pytest.raises(MlflowException, match="something else"):
+        tracker.log_dataset(run_id, frame, name="problems:race", source="demo")

@@ -38,7 +38,9 @@ def stack_main(argv: list[str]) -> int:
         if args.command == "status":
             states = stack.status(args.dir)
             if not states:
-                print(f"no stack recorded in {args.dir}")
+                recorded = (args.dir / stack.STATE).exists()
+                print(f"the stack in {args.dir} is down (`stack up` starts it again)" if recorded
+                      else f"no stack recorded in {args.dir}")
                 return 1
             for name, state in states.items():
                 print(f"{name:9s} {state}")

@@ -5,7 +5,8 @@ deployments stack up`` (PostgreSQL, Prefect and MLflow servers on it, a Ray head
 is left.
 
 Skipped, with the reason, where PostgreSQL or Ray cannot start (no ``initdb`` and no way to
-install it, no ``ray``)."""
+install it, no ``ray``). The stack's bookkeeping (state files, stopping by session) is
+tested without servers at the end."""
 
 from __future__ import annotations
 
@@ -187,3 +188,55 @@ def _check_runs(folder: Path, mlflow_uri: str, flow_runs: list[str]) -> None:
     # Both runs' shards ran on the stack's one Ray node (a Ray started by each flow run would
     # be a node of its own).
     assert len(nodes) == 1 and all(nodes), nodes
+
+
+# -- the stack's bookkeeping, without servers -------------------------------------------------
+
+def _finished_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_state_and_env_files_are_private_and_name_every_service(tmp_path):
+    from deployments.stack import Service, Stack, status
+
+    stack = Stack(str(tmp_path), "s3cret", {
+        "postgres": Service("postgres", _finished_pid(), 5432, "127.0.0.1:5432", None, "l"),
+        "ray": Service("ray", _finished_pid(), 6379, "10.0.0.1:6379", None, "l")})
+    stack.save()
+    for name in ("stack.json", "stack.env"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o600  # the password is in them
+    env = (tmp_path / "stack.env").read_text()
+    assert "export STACK_POSTGRES_URL=postgresql://stack:s3cret@127.0.0.1:5432/postgres" in env
+    assert "export RAY_ADDRESS=10.0.0.1:6379" in env and "RAY_AUTH_TOKEN_PATH" in env
+    assert "PREFECT_API_URL" not in env  # only what was started
+    assert status(tmp_path) == {"postgres": "down", "ray": "down"}  # their pids are gone
+
+
+def test_a_damaged_state_file_is_refused_naming_it(tmp_path):
+    from deployments.stack import StackError, status
+
+    (tmp_path / "stack.json").write_text('{"dir": 1')
+    with pytest.raises(StackError, match="stack.json is damaged"):
+        status(tmp_path)
+
+
+def test_stop_session_stops_what_a_service_started_and_nothing_else(tmp_path):
+    from deployments.stack import session_members, stop_session
+
+    bystander = subprocess.Popen(["sleep", "60"])
+    service = start(["sh", "-c", "sleep 60 & sleep 60 & wait"], dict(os.environ), tmp_path,
+                    tmp_path / "svc.log")
+    deadline = time.monotonic() + 10
+    while len(session_members(service.pid)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(session_members(service.pid)) == 3
+    try:
+        assert stop_session(service.pid, grace_s=1) == []  # sh exits; its sleeps need more
+        assert session_members(service.pid) == []
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait()
+        service.wait()

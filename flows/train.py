@@ -66,7 +66,8 @@ def train_step(ctx: RunContext, planned: PlannedStep, last_of_stage: bool) -> di
         run_item(ctx, planned, item)
         item_s[item.kind] = item_s.get(item.kind, 0.0) + time.perf_counter() - t
     ctx.save_state(planned.step)
-    metrics, _ = close_step(ctx, planned.step, planned.stage, planned.role, last_of_stage)
+    metrics, _ = close_step(ctx, planned.step, planned.stage, planned.role, last_of_stage,
+                            item_s)
     ctx.timings.append(log_step_time(ctx, planned.step, time.perf_counter() - start, item_s))
     return metrics
 

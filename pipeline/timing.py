@@ -2,9 +2,10 @@
 
 ``generation`` is the sampling time the chains rows record (``latency_s`` per row, the batch's
 time shared out), ``ppo`` the update's own ``duration_s``, ``sandbox`` the execute item's wall
-time; ``other`` is everything else in the step (Prefect tasks, Parquet reads and writes, prompt
-building, parsing, scoring, the resume state and MLflow): the overhead a user pays for the
-pipeline's records.
+time, ``heldout`` the held-out evaluation a stage's last step runs (its own generation and
+sandbox work, on other problems); ``other`` is everything else in the step (Prefect tasks,
+Parquet reads and writes, prompt building, parsing, scoring, the resume state and MLflow): the
+overhead a user pays for the pipeline's records.
 """
 
 from __future__ import annotations
@@ -18,30 +19,38 @@ def step_breakdown(total_s: float, item_s: Mapping[str, float],
                    updates: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     """``time/*`` metrics of one step.
 
-    >>> b = step_breakdown(10.0, {"execute": 2.0}, [{"latency_s": 3.0}, {"latency_s": 2.5}],
-    ...                    [{"duration_s": 1.5}])
+    >>> b = step_breakdown(12.0, {"execute": 2.0, "heldout": 2.0},
+    ...                    [{"latency_s": 3.0}, {"latency_s": 2.5}], [{"duration_s": 1.5}])
     >>> b["time/generation_s"], b["time/ppo_s"], b["time/sandbox_s"], b["time/other_s"]
     (5.5, 1.5, 2.0, 1.0)
-    >>> round(b["time/other_fraction"], 3)
-    0.1
+    >>> b["time/heldout_s"], round(b["time/other_fraction"], 3)
+    (2.0, 0.083)
     """
     generation = float(sum(float(r["latency_s"] or 0.0) for r in chains))
     ppo = float(sum(float(r["duration_s"] or 0.0) for r in updates))
     sandbox = float(item_s.get("execute", 0.0))
-    other = max(total_s - generation - ppo - sandbox, 0.0)
+    heldout = float(item_s.get("heldout", 0.0))
+    other = max(total_s - generation - ppo - sandbox - heldout, 0.0)
     return {"time/step_s": total_s, "time/generation_s": generation, "time/ppo_s": ppo,
-            "time/sandbox_s": sandbox, "time/other_s": other,
+            "time/sandbox_s": sandbox, "time/heldout_s": heldout, "time/other_s": other,
             "time/other_fraction": other / total_s if total_s > 0 else 0.0}
 
 
 def mean_breakdown(steps: Sequence[Mapping[str, float]]) -> str:
-    """One summary line: mean seconds per step by part, and the share outside generation and
-    PPO maths."""
+    """One summary line: mean seconds per step by part, and the share of the training work
+    (the step less its held-out evaluation) outside generation and PPO maths.
+
+    >>> mean_breakdown([step_breakdown(12.0, {"execute": 2.0, "heldout": 2.0},
+    ...                                [{"latency_s": 5.5}], [{"duration_s": 1.5}])])
+    '12.0 s/step: generation 5.5, sandbox 2.0, PPO 1.5, other 1.0, held-out eval 2.0 (30% of \
+the training work outside generation and PPO)'
+    """
     if not steps:
         return "(no step timed in this process)"
-    mean = {k: sum(s[k] for s in steps) / len(steps) for k in steps[0]}
-    outside = 1 - (mean["time/generation_s"] + mean["time/ppo_s"]) / max(mean["time/step_s"],
-                                                                         1e-9)
+    mean = {k: sum(s.get(k, 0.0) for s in steps) / len(steps) for k in steps[0]}
+    training = max(mean["time/step_s"] - mean.get("time/heldout_s", 0.0), 1e-9)
+    outside = 1 - (mean["time/generation_s"] + mean["time/ppo_s"]) / training
     return (f"{mean['time/step_s']:.1f} s/step: generation {mean['time/generation_s']:.1f}, "
             f"sandbox {mean['time/sandbox_s']:.1f}, PPO {mean['time/ppo_s']:.1f}, other "
-            f"{mean['time/other_s']:.1f} ({outside:.0%} outside generation and PPO)")
+            f"{mean['time/other_s']:.1f}, held-out eval {mean.get('time/heldout_s', 0.0):.1f} "
+            f"({outside:.0%} of the training work outside generation and PPO)")

@@ -7,6 +7,7 @@ of this project); the tasks log it, publish Prefect artifacts, and write a stage
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from prefect import task
@@ -104,11 +105,12 @@ def checkpoint_stage(ctx: RunContext, step: int, stage: int,
     return out
 
 
-def close_step(ctx: RunContext, step: int, stage: int, role: str,
-               last_of_stage: bool) -> tuple[dict[str, float], str]:
-    """After a step's work and saved state: log it, checkpoint the stage when it ends, and
-    write the manifest last (a kill before it redoes the step, never skips it). Returns the
-    step's metrics and the manifest's URI."""
+def close_step(ctx: RunContext, step: int, stage: int, role: str, last_of_stage: bool,
+               item_s: dict[str, float] | None = None) -> tuple[dict[str, float], str]:
+    """After a step's work and saved state: log it, checkpoint the stage when it ends (and
+    evaluate on the held-out problems, its seconds put in ``item_s["heldout"]``), and write the
+    manifest last (a kill before it redoes the step, never skips it). Returns the step's
+    metrics and the manifest's URI."""
     metrics = log_step(ctx, step, stage, role)
     ctx.store.write(STAGE_REPORTS, step, "report", compute_stage_report(ctx, step))
     log_completions(ctx, step)
@@ -116,7 +118,10 @@ def close_step(ctx: RunContext, step: int, stage: int, role: str,
         checkpoint_stage(ctx, step, stage, metrics)
         log_stage_report(ctx, step, stage)
         if ctx.cfg.evaluation.source:
+            t = time.perf_counter()
             evaluate_heldout(ctx, f"stage {stage}", step)
+            if item_s is not None:
+                item_s["heldout"] = time.perf_counter() - t
     return metrics, ctx.store.complete_step(step)
 
 

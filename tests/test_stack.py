@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from procs import descendants, kill_group, log_tail, start, wait_gone
+from procs import descendants, kill_group, log_tail, proc_stat, start, wait_gone
 
 REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -76,9 +76,9 @@ def test_two_trainings_on_two_workers_on_the_stack_with_ray(tiny_model_dir):
                        cwd=REPO, env=env, timeout=120)
         pytest.skip(f"PostgreSQL cannot start here: {up.stderr.strip()[-300:]}")
     stack = json.loads((folder / "stack.json").read_text())
-    tree = {}
-    for svc in stack["services"].values():  # everything the stack runs, to check it is gone
-        tree |= descendants(svc["pid"]) | {svc["pid"]: ""}
+    tree: dict[int, str] = {}  # pid -> start time of everything the stack and workers run
+    for svc in stack["services"].values():
+        tree |= descendants(svc["pid"]) | _self(svc["pid"])
     workers = []
     try:
         assert up.returncode == 0, f"stack up: {up.returncode}\n{up.stdout}\n{up.stderr}"
@@ -137,19 +137,26 @@ def test_two_trainings_on_two_workers_on_the_stack_with_ray(tiny_model_dir):
             assert "database is locked" not in text
         _check_runs(folder, exports["MLFLOW_TRACKING_URI"], flow_runs)
     finally:
+        # What runs now, before anything is stopped: the Ray workers and their sandbox jails,
+        # the workers' flow-run processes; all of it must be gone at the end.
+        for pid in [svc["pid"] for svc in stack["services"].values()] + [w.pid for w in workers]:
+            tree |= descendants(pid)
         for worker in workers:
             kill_group(worker, 20)
-        for worker in workers:
-            tree |= {worker.pid: ""}
         down = subprocess.run([PY, "-m", "deployments", "stack", "down", "--dir", str(folder)],
                               cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
     assert down.returncode == 0, f"{down.stdout}\n{down.stderr}"
     assert re.findall(r"^(\w+)\s+stopped$", down.stdout + down.stderr, re.M) == \
         ["ray", "mlflow", "prefect", "postgres"], down.stdout + down.stderr
-    left = wait_gone({pid: start for pid, start in tree.items() if start}, 15)
+    left = wait_gone(tree, 15)
     assert not left, f"processes left after stack down: {left}"
     assert not [p for p in os.listdir("/proc") if p.isdigit() and _in(folder, int(p))]
     shutil.rmtree(folder, ignore_errors=True)
+
+
+def _self(pid: int) -> dict[int, str]:
+    st = proc_stat(pid)
+    return {pid: st[2]} if st is not None else {}
 
 
 def _in(folder: Path, pid: int) -> bool:

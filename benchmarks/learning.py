@@ -66,7 +66,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-ARMS = {"adversarial": [], "control": ["ppo.learning_rate=0"],
+ARMS = {"adversarial": [],
+        "control": ["ppo.learning_rate=0", "ppo.discriminator_learning_rate=0"],
         "baseline_only": ["rewards.generator={pass_rate: 0.0, baseline_pass_rate: 1.0}"]}
 
 
@@ -80,6 +81,7 @@ def flow_command(tmp: Path, run_id: str, args: argparse.Namespace, model_dir: Pa
             f"schedule.k_alternating={args.alt_steps}",
             f"schedule.problems_per_step={args.problems}",
             f"sampling.samples_per_problem={args.samples}", f"ppo.learning_rate={args.lr}",
+            f"ppo.discriminator_learning_rate={args.lr if args.disc_lr is None else args.disc_lr}",
             f"sampling.seed={args.seed}", f"evaluation.limit={args.heldout}",
             f"evaluation.samples={args.eval_samples}", *extra]
     cmd = [sys.executable, "-m", "flows.train", "--config", str(REPO / "configs/tiny.yaml"),
@@ -114,6 +116,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0, help="sampling seed (every arm)")
     parser.add_argument("--lr", type=float, default=0.0003, help="PPO learning rate (trained)")
+    parser.add_argument("--disc-lr", type=float, default=None,
+                        help="the discriminator's PPO learning rate (default: --lr)")
     parser.add_argument("--disc-steps", type=int, default=4, help="N discriminator steps")
     parser.add_argument("--gen-steps", type=int, default=8, help="N generator steps")
     parser.add_argument("--alt-steps", type=int, default=4, help="K alternating steps")
@@ -150,7 +154,8 @@ def main() -> int:
              for arm, e in results.items()}
     after = {arm: e[-1]["metrics"].get("pass_at_1", 0.0) for arm, e in results.items()}
     print(f"\nwall time {elapsed:.0f} s (warm start {warm_s:.0f} s, then the 3 arms in "
-          f"parallel); seed {args.seed}, lr {args.lr}, stage 5: {args.disc_steps} + "
+          f"parallel); seed {args.seed}, lr {args.lr} (discriminator "
+          f"{args.lr if args.disc_lr is None else args.disc_lr}), stage 5: {args.disc_steps} + "
           f"{args.gen_steps} + {args.alt_steps} steps of {args.problems} problems x "
           f"{args.samples} samples; held-out {args.heldout} problems x {args.eval_samples}")
     print(f"heldout_gain={delta['adversarial']['pass_at_1']:.3f} "

@@ -144,10 +144,15 @@ def learnability(cfg: TrainConfig) -> tuple[list[str], list[str]]:
             errors.append(
                 f"{', '.join(dead)}: every {role} reward would be the same constant, so no "
                 f"{role} update could carry signal; give a {role} reward a non-zero weight")
-    if cfg.ppo.learning_rate == 0:
-        warnings.append(
-            f"ppo.learning_rate={cfg.ppo.learning_rate!r}: a control run; updates are computed "
-            "and recorded but the adapters never change")
+    frozen: dict[str, list[str]] = {}  # the setting that is 0 -> roles it freezes
+    for role in roles:
+        if cfg.ppo.learning_rate_for(role) == 0:
+            own = role == "discriminator" and cfg.ppo.discriminator_learning_rate is not None
+            frozen.setdefault("ppo.discriminator_learning_rate" if own
+                              else "ppo.learning_rate", []).append(role)
+    for key, which in frozen.items():
+        warnings.append(f"{key}=0.0: a control run ({' and '.join(which)}); updates are "
+                        "computed and recorded but the adapters never change")
     return errors, warnings
 
 

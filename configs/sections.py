@@ -199,6 +199,10 @@ class PPOConfig:
 
     learning_rate: float = 1e-5
     """AdamW learning rate (the seed's default); 0 makes a control run."""
+    discriminator_learning_rate: float | None = None
+    """The discriminator's own learning rate; null means ``learning_rate``. The roles' rewards
+    differ in scale and sparsity (pass rates vs validity and mutants killed), and one step size
+    can be too large for one and too small for the other."""
     clip_epsilon: float = 0.2
     """Clip range of the probability ratio in the surrogate objective."""
     kl_coef: float = 0.05
@@ -226,8 +230,22 @@ class PPOConfig:
     value_coef: float = 0.1
     """Weight of the value loss (GAE only)."""
 
+    def learning_rate_for(self, role: str) -> float:
+        """The role's learning rate.
+
+        >>> PPOConfig(learning_rate=1e-4, discriminator_learning_rate=3e-4).learning_rate_for(
+        ...     "discriminator"), PPOConfig(learning_rate=1e-4).learning_rate_for("discriminator")
+        (0.0003, 0.0001)
+        """
+        if role == "discriminator" and self.discriminator_learning_rate is not None:
+            return self.discriminator_learning_rate
+        return self.learning_rate
+
     def __post_init__(self) -> None:
         _check(self.learning_rate >= 0, "ppo.learning_rate", self.learning_rate, "must be >= 0")
+        _check(self.discriminator_learning_rate is None or self.discriminator_learning_rate >= 0,
+               "ppo.discriminator_learning_rate", self.discriminator_learning_rate,
+               "must be >= 0 or null")
         _check(0 < self.clip_epsilon < 1, "ppo.clip_epsilon", self.clip_epsilon,
                "must be in (0, 1)")
         _check(self.kl_coef >= 0, "ppo.kl_coef", self.kl_coef, "must be >= 0")

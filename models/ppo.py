@@ -235,12 +235,15 @@ class ValueHead(nn.Module):
         return self.proj(hidden_states).squeeze(-1)
 
 
-def make_optimizer(params: Iterable[nn.Parameter], cfg: PPOConfig) -> torch.optim.AdamW:
-    """AdamW over the trainable parameters (the LoRA adapters, plus a value head for GAE)."""
+def make_optimizer(params: Iterable[nn.Parameter], cfg: PPOConfig,
+                   role: str = "generator") -> torch.optim.AdamW:
+    """AdamW over the trainable parameters (the LoRA adapters, plus a value head for GAE), at
+    the role's learning rate."""
     trainable = [p for p in params if p.requires_grad]
     if not trainable:
         raise ValueError("make_optimizer: no parameter requires grad (are the adapters on?)")
-    return torch.optim.AdamW(trainable, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+    return torch.optim.AdamW(trainable, lr=cfg.learning_rate_for(role),
+                             weight_decay=cfg.weight_decay)
 
 
 def _select(batch: Mapping[str, Any], rows: Tensor | slice) -> dict[str, Any]:

@@ -52,7 +52,7 @@ class RoleState:
             head = ValueHead(model.config.hidden_size).to(device)
         params = policies.trainable_parameters(role) + (
             list(head.parameters()) if head is not None else [])
-        return cls(role, policies, make_optimizer(params, ppo), head)
+        return cls(role, policies, make_optimizer(params, ppo, role), head)
 
     def parameters(self) -> list[torch.nn.Parameter]:
         """What PPO trains: the LoRA adapter, plus the value head under GAE."""

@@ -69,6 +69,21 @@ def test_a_learning_rate_of_zero_is_a_control_and_only_warns():
     assert check_learnable(load_config(MINIMAL, ["ppo.learning_rate=0"])) == [warning]
 
 
+def test_each_role_can_have_its_own_learning_rate_and_its_own_control():
+    cfg = load_config(MINIMAL, ["ppo.learning_rate=1e-4",
+                                "ppo.discriminator_learning_rate=3e-4"])
+    assert (cfg.ppo.learning_rate_for("generator"),
+            cfg.ppo.learning_rate_for("discriminator")) == (1e-4, 3e-4)
+    (warning,) = warnings_of("ppo.learning_rate=1e-4", "ppo.discriminator_learning_rate=0")
+    assert warning.startswith("ppo.discriminator_learning_rate=0.0: a control run "
+                              "(discriminator)")
+    assert warnings_of("ppo.learning_rate=0", "ppo.discriminator_learning_rate=0") == [
+        "ppo.learning_rate=0.0: a control run (generator); updates are computed and recorded "
+        "but the adapters never change",
+        "ppo.discriminator_learning_rate=0.0: a control run (discriminator); updates are "
+        "computed and recorded but the adapters never change"]
+
+
 def test_a_schedule_of_no_steps_is_a_dry_run_and_only_warns():
     sets = ("schedule.n_discriminator_steps=0", "schedule.n_generator_steps=0",
             "schedule.k_alternating=0")

@@ -150,7 +150,8 @@ def main() -> int:
         print(f"\n== {arm}")
         print(heldout_table(entries, source))
     delta = {arm: {k: e[-1]["metrics"].get(k, 0.0) - e[0]["metrics"].get(k, 0.0)
-                   for k in ("pass_at_1", "mutation_kill_rate", "test_validity")}
+                   for k in ("pass_at_1", "mutation_kill_rate", "test_validity",
+                             "wrong_caught")}
              for arm, e in results.items()}
     after = {arm: e[-1]["metrics"].get("pass_at_1", 0.0) for arm, e in results.items()}
     print(f"\nwall time {elapsed:.0f} s (warm start {warm_s:.0f} s, then the 3 arms in "
@@ -158,6 +159,11 @@ def main() -> int:
           f"{args.lr if args.disc_lr is None else args.disc_lr}), stage 5: {args.disc_steps} + "
           f"{args.gen_steps} + {args.alt_steps} steps of {args.problems} problems x "
           f"{args.samples} samples; held-out {args.heldout} problems x {args.eval_samples}")
+    print("discriminator on the untrained (= control) generator's wrong held-out solutions, "
+          "share its valid tests reject, after - before: "
+          + ", ".join(f"{arm} {d['wrong_caught']:+.3f}" for arm, d in delta.items())
+          + "; test validity: "
+          + ", ".join(f"{arm} {d['test_validity']:+.3f}" for arm, d in delta.items()))
     print(f"heldout_gain={delta['adversarial']['pass_at_1']:.3f} "
           f"control_gain={delta['control']['pass_at_1']:.3f} "
           f"disc_gain={delta['adversarial']['mutation_kill_rate']:.3f} "

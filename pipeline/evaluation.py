@@ -298,10 +298,12 @@ def summarize(rows: Sequence[dict[str, Any]], ks: Sequence[int]) -> dict[str, fl
 
 
 def evaluate_engine(engine: Any, problems: Sequence[Any], *, samples: int, ks: Sequence[int],
-                    direct: bool = True, tests: bool = True, model: str = ""
+                    direct: bool = True, tests: bool = True, model: str = "",
+                    scored_out: dict[str, Any] | None = None
                     ) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Chains (and the direct baseline) for ``problems`` x ``samples``, executed against each
-    problem's tests; the discriminator's tests scored for validity, mutants and coherence."""
+    problem's tests; the discriminator's tests scored for validity, mutants and coherence
+    (``score_tests``'s tests, executions and outcomes, also put in ``scored_out`` if given)."""
     bad = [k for k in ks if not 1 <= k <= samples]
     if bad:
         raise ValueError(f"k={bad}: pass@k needs 1 <= k <= samples ({samples})")
@@ -311,6 +313,8 @@ def evaluate_engine(engine: Any, problems: Sequence[Any], *, samples: int, ks: S
     if tests:
         engine.write_tests(chain)
         scored = score_tests(chain, engine.cfg)
+        if scored_out is not None:
+            scored_out.update(scored)
     rows = sample_rows(chain, scored, model)
     if direct:
         baseline = engine.generate(problems, samples, mode="direct")

@@ -4,7 +4,9 @@ Before the first step (``before``) and at the end of each training stage (``stag
 the stage's last step, before its manifest: a kill redoes the step and the evaluation with it),
 the run's policies are evaluated on ``evaluation.source``. Each result goes to MLflow as
 ``heldout/*`` at the step it follows, to ``_run/heldout.json`` in the run store (one entry per
-label, replaced when redone) and is printed in the final table.
+label, replaced when redone) and is printed in the final table. The first evaluation's wrong
+solutions are kept in ``_run/heldout_wrong.json``: every later evaluation's tests are measured
+on the same ones (``wrong_caught``).
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from pipeline.heldout import PREFIX, heldout_metrics
+from pipeline.heldout import PREFIX, heldout_metrics, wrong_solutions
 from tasks.runtime import RunContext
 
 RECORD = "heldout.json"
+WRONG = "heldout_wrong.json"  # the generator's wrong held-out solutions before training
 
 
 @cache
@@ -39,7 +42,10 @@ def evaluate_heldout(ctx: RunContext, label: str, step: int) -> dict[str, float]
     if ev.source is None:
         return None
     problems = heldout_problems(ev.source, ev.limit)
-    _, metrics = heldout_metrics(ctx.policies, ctx.cfg, problems)
+    wrong = ctx.store.read_json(WRONG)  # the first evaluation's, fixed for the run
+    rows, metrics = heldout_metrics(ctx.policies, ctx.cfg, problems, wrong)
+    if wrong is None:
+        ctx.store.write_json(WRONG, wrong_solutions(rows))
     entries = [e for e in recorded(ctx) if e["label"] != label]
     entries.append({"label": label, "step": step, "metrics": metrics})
     ctx.store.write_json(RECORD, sorted(entries, key=lambda e: e["step"]))

@@ -34,6 +34,12 @@ def test_flow_evaluates_heldout_before_and_after_each_stage(prefect_harness, tin
         m = e["metrics"]
         assert m["problems"] == 2 and m["samples"] == 2
         assert 0 <= m["pass_at_1"] <= 1 and 0 <= m["edge_pass_rate"] <= 1
+    # the first evaluation's wrong solutions are kept, fixed for the run (wrong_caught)
+    wrong = store.read_json("heldout_wrong.json")
+    assert isinstance(wrong, list)
+    assert {params_of(w["problem_id"]).split for w in wrong} <= {"heldout"}
+    for e in entries:
+        assert ("wrong_caught" in e["metrics"]) == bool(wrong)
     # PPO saw train-split problems only; the evaluation only held-out ones
     trained = set(store.read("rewards")["problem_id"])
     assert trained and {params_of(p).split for p in trained} == {"train"}
@@ -47,3 +53,21 @@ def test_flow_evaluates_heldout_before_and_after_each_stage(prefect_harness, tin
     table = heldout_table(entries, "family:piecewise:heldout").splitlines()
     assert table[0].startswith("held-out: family:piecewise:heldout, 2 problems never trained on")
     assert [line.split()[0] for line in table[2:]] == ["before", "stage", "stage"]
+
+
+def test_wrong_caught_counts_wrong_solutions_some_valid_test_rejects():
+    from configs.sections import SandboxConfig
+    from pipeline.execution import sandbox_runner
+    from pipeline.heldout import wrong_caught
+    from problems import load_problems
+
+    add = next(p for p in load_problems("demo") if p.id == "add")
+    wrong = [{"problem_id": "add", "code": "def add(a, b):\n    return a - b"},   # caught
+             {"problem_id": "add", "code": "def add(a, b):\n    return a + b + (a == 7)"},
+             {"problem_id": "add", "code": "def add(a, b):\n    raise ValueError"},  # caught
+             {"problem_id": "gone", "code": "x = 1"}]   # no valid tests for it: not caught
+    valid = {"add": ["assert add(1, 2) == 3", "assert add(0, 0) == 0"]}
+    run = sandbox_runner(SandboxConfig(timeout_s=2.0))
+    assert wrong_caught(wrong, valid, {"add": add}, run) == 2 / 4
+    assert wrong_caught([], valid, {"add": add}, run) is None
+    assert wrong_caught(wrong[:1], {}, {"add": add}, run) == 0.0

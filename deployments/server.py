@@ -75,7 +75,8 @@ class ServerStartError(RuntimeError):
     """The temporary Prefect server exited, or did not answer in time."""
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A loopback TCP port free now (another process may take it before it is bound)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -96,7 +97,7 @@ class TemporaryServer:
         import prefect
         from prefect.settings import get_current_settings
 
-        self.port = _free_port()
+        self.port = free_port()
         env = {**os.environ,
                **get_current_settings().to_environment_variables(exclude_unset=True),
                # as Prefect's own temporary server: no UI, ephemeral services only

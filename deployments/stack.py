@@ -38,13 +38,14 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from deployments.server import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 STATE = "stack.json"
@@ -123,12 +124,6 @@ class Stack:
 
 def pg_url(password: str, port: int, db: str, driver: str = "postgresql") -> str:
     return f"{driver}://{PG_USER}:{password}@127.0.0.1:{port}/{db}"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # -- processes ---------------------------------------------------------------------------------

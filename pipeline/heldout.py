@@ -132,18 +132,18 @@ def heldout_metrics(policies: Any, cfg: Any, problems: Sequence[Any],
     policies.activate("generator")
     codes = {(r["problem_id"], r["sample_idx"]): r["code"] for r in rows}
     by_id = {p.id: p for p in judged}
+    run_jobs = sandbox_runner(cfg.sandbox)
 
     samples = max(len(rows), 1)
     bugs = sum(v for k, v in metrics.items()
                if k.startswith(f"{EVAL_REPORT}/") and k.endswith("/bugs_caught"))
     out = {"pass_at_1": metrics.get("eval/pass_at_1"),
-           "edge_pass_rate": edge_pass_rate(rows, codes, by_id, sandbox_runner(cfg.sandbox)),
+           "edge_pass_rate": edge_pass_rate(rows, codes, by_id, run_jobs),
            "test_validity": metrics.get("eval/test_validity"),
            "mutation_kill_rate": metrics.get("eval/mutation_kill_rate"),
            "bugs_caught": bugs / samples,
            "wrong_caught": wrong_caught(wrong_solutions(rows) if wrong is None else wrong,
-                                        valid_tests(scored), by_id,
-                                        sandbox_runner(cfg.sandbox)),
+                                        valid_tests(scored), by_id, run_jobs),
            "problems": float(len(problems)), "samples": float(len(rows))}
     return rows, {k: float(v) for k, v in out.items() if v is not None}
 

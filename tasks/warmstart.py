@@ -103,6 +103,8 @@ def _save_cached(ctx: RunContext, folder: Path, stats: dict[str, float]) -> None
     (tmp / "manifest.json").write_text(json.dumps({
         "adapter_versions": {r: ctx.roles[r].version for r in roles}, "stats": stats,
         "saved_by": ctx.run_id, "created_at": time.time()}, indent=1))
+    if folder.exists() and not (folder / "manifest.json").exists():
+        shutil.rmtree(folder, ignore_errors=True)  # a leftover without its manifest: no entry
     try:
         tmp.rename(folder)
     except OSError:

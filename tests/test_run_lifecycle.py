@@ -85,14 +85,14 @@ http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
 
 def fake_server(*behaviours: tuple[float, str]):
     """A TemporaryServer whose n-th start sleeps, then serves /api/health or exits with a code."""
-    from deployments.server import TemporaryServer, _free_port, dies_with_this_process
+    from deployments.server import TemporaryServer, dies_with_this_process, free_port
 
     class Fake(TemporaryServer):
         spawned: list[subprocess.Popen] = []
 
         def _spawn(self) -> subprocess.Popen:
             delay, then = behaviours[min(len(self.spawned), len(behaviours) - 1)]
-            self.port = _free_port()
+            self.port = free_port()
             proc = subprocess.Popen(dies_with_this_process(
                 [sys.executable, "-c", FAKE_SERVER, str(self.port), str(delay), then]))
             self.spawned.append(proc)

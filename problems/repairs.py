@@ -57,8 +57,10 @@ KIND_TIMEOUT = "reference_timeout"
 KIND_CRASH = "reference_crashed"
 KIND_INVALID_TEST = "test_not_runnable"
 KIND_INFRA = "sandbox_infra"
+KIND_SKIPPED = "test_skipped"
 _STATUS_KIND = {"failed": KIND_WRONG, "error": KIND_RAISES, "timeout": KIND_TIMEOUT,
-                "crashed": KIND_CRASH, "invalid": KIND_INVALID_TEST, "infra": KIND_INFRA}
+                "crashed": KIND_CRASH, "invalid": KIND_INVALID_TEST, "infra": KIND_INFRA,
+                "skipped": KIND_SKIPPED}
 _ENTITY = re.compile(r"&(?:[a-zA-Z]+|#\d+|#x[0-9a-fA-F]+);")
 _NODE_TYPES = re.compile(r"\b(?:ListNode|TreeNode)\b")
 

@@ -2,36 +2,23 @@
 
     python -m sandbox run --code solution.py --tests tests.py [--json] [--timeout 2]
 
-``--tests`` is a Python file, each top-level ``assert`` and each ``def test_*`` function being
-one test (other top-level imports and helper definitions are given to every test), or a
-``.json`` file holding a list of test strings. Exit status 0 when every test passed, 1 when
-any did not, 2 for bad input.
+``--tests`` is a pytest test file, run as pytest would run it (one test module: decorators,
+fixtures, module constants and all; no conftest), or a ``.json`` file holding a list of test
+strings (each its own test module). The candidate is the module ``solution``: the tests may
+``from solution import ...``, and the names it exports are bound in them already. Each pytest
+item is printed with pytest's own outcome, then each module's verdict. Exit status 0 when every
+test module passed, 1 when any did not, 2 for bad input.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import sys
 from pathlib import Path
 
 from sandbox.api import execute
 from sandbox.cli import positive_seconds
-
-
-def split_test_file(text: str) -> list[str]:
-    """One test per top-level ``assert`` or ``def test_*``; helpers go with each test."""
-    tree = ast.parse(text)
-    helpers = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)
-               or (isinstance(n, ast.FunctionDef | ast.ClassDef) and not n.name.startswith("test"))]
-    prefix = "".join(ast.get_source_segment(text, n) + "\n" for n in helpers)
-    tests = []
-    for node in tree.body:
-        if isinstance(node, ast.Assert) or (isinstance(node, ast.FunctionDef)
-                                            and node.name.startswith("test")):
-            tests.append(prefix + ast.get_source_segment(text, node) + "\n")
-    return tests
 
 
 class InputError(ValueError):
@@ -63,12 +50,7 @@ def load_tests(path: str) -> list[str]:
         if not isinstance(tests, list) or not all(isinstance(t, str) for t in tests):
             raise InputError(f"--tests {path}: expected a JSON list of test strings")
         return tests
-    try:
-        return split_test_file(text)
-    except (SyntaxError, ValueError) as exc:
-        where = f" (line {exc.lineno})" if getattr(exc, "lineno", None) else ""
-        raise InputError(f"--tests {path}: not valid Python{where}: "
-                         f"{getattr(exc, 'msg', None) or exc}") from None
+    return [text]  # one pytest module; one that does not compile is judged ``invalid``
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -82,12 +64,15 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(dict(result.to_dict(), tests=tests), indent=1))
     else:
-        for i, (test, outcome) in enumerate(zip(tests, result.outcomes, strict=True)):
-            lines = [line.strip() for line in test.strip().splitlines()] or [""]
-            first = next((line for line in lines if line.startswith("def test")), lines[-1])
-            print(f"[{i}] {outcome.status.upper():8s} {outcome.duration_s * 1000:7.1f} ms  "
-                  f"{first[:70]}" + (f"\n      {outcome.message}" if outcome.message else ""))
-        print(f"{result.passed}/{result.total} passed (isolation: {result.isolation})")
+        for i, outcome in enumerate(result.outcomes):
+            name = args.tests if len(tests) == 1 else f"{args.tests}[{i}]"
+            for item in outcome.items:
+                print(f"  {item.outcome.upper():8s} {name}::{item.name}"
+                      + (f"\n           {item.message}" if item.message else ""))
+            print(f"{outcome.status.upper():8s} {name}  ({outcome.duration_s * 1000:.1f} ms)"
+                  + (f"\n         {outcome.message}" if outcome.message else ""))
+        print(f"{result.passed}/{result.total} test modules passed "
+              f"(isolation: {result.isolation})")
     return 0 if result.all_passed else 1
 
 

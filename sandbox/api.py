@@ -3,30 +3,37 @@
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import socket
 import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from sandbox.judge import budget_s, build, judge
+from sandbox.judge import build, judge
 from sandbox.pool import Pool
-from sandbox.result import ExecutionResult, TestOutcome
+from sandbox.result import ExecutionResult, Limits
 
-DEFAULTS: dict[str, Any] = {"timeout_s": 2.0, "memory_mb": 512, "max_output_bytes": 65536}
+NO_PROGRESS_S = 30.0  # beyond the job's starvation backstop: a worker silent this long is gone
 _POOLS: dict[tuple[str, int | None], Sandbox] = {}
 _LOCK = threading.Lock()
+
+
+def limits_with(limits: Limits | None = None, *, timeout_s: float | None = None,
+                memory_mb: int | None = None, max_output_bytes: int | None = None) -> Limits:
+    """``limits`` (default ``Limits()``) with the given fields replaced."""
+    changes = {k: v for k, v in (("timeout_s", timeout_s), ("memory_mb", memory_mb),
+                                 ("max_output_bytes", max_output_bytes)) if v is not None}
+    return dataclasses.replace(limits or Limits(), **changes)
 
 
 class Sandbox:
     """A pool of warm jailed workers. Use as a context manager, or through the module-level
     ``execute``/``execute_many``, which share one cached pool per (isolation, workers)."""
 
-    def __init__(self, *, isolation: str = "auto", workers: int | None = None, **options: Any):
-        unknown = set(options) - set(DEFAULTS)
-        if unknown:
-            raise TypeError(f"unknown sandbox option(s): {', '.join(sorted(unknown))}")
-        self.options = {**DEFAULTS, **options}
+    def __init__(self, *, isolation: str = "auto", workers: int | None = None,
+                 limits: Limits | None = None):
+        self.limits = limits or Limits()
         self.pool = Pool(isolation, workers)
 
     @property
@@ -34,28 +41,23 @@ class Sandbox:
         return self.pool.isolation
 
     def execute_many(self, jobs: Sequence[tuple[str, Sequence[str]]],
-                     **options: Any) -> list[ExecutionResult]:
-        """Run every (code, tests) job over the pool; results in job order."""
-        opts = {**self.options, **options}
+                     limits: Limits | None = None, *, timeout_s: float | None = None,
+                     memory_mb: int | None = None, max_output_bytes: int | None = None
+                     ) -> list[ExecutionResult]:
+        """Run every (code, tests) job over the pool; results in job order. ``limits``
+        (default: the pool's), with any of the given fields replaced."""
+        limits = limits_with(limits or self.limits, timeout_s=timeout_s, memory_mb=memory_mb,
+                             max_output_bytes=max_output_bytes)
         t0 = time.monotonic()
         prepared, futures = [], []
-        for code, tests in jobs:  # submit as we go: workers start while we plan the rest
-            tests = list(tests)
-            try:
-                prepared.append(build(code, tests, timeout_s=opts["timeout_s"],
-                                      memory_mb=opts["memory_mb"],
-                                      max_output_bytes=opts["max_output_bytes"]))
-            except Exception as exc:  # planning is bounded; anything left is this job's alone
-                prepared.append(_unprepared(len(tests), exc))
-                futures.append(None)
-                continue
-            futures.append(self.pool.submit(prepared[-1].msg, budget_s(prepared[-1])))
+        for code, tests in jobs:  # submit as we go: workers start while we prepare the rest
+            p = build(code, list(tests), limits)
+            prepared.append(p)
+            futures.append(None if p.code_error is not None or not p.wire else
+                           self.pool.submit(p.msg, p.backstop_s + NO_PROGRESS_S))
         results = []
         for p, future in zip(prepared, futures, strict=True):
-            if future is None:
-                results.append(p)
-                continue
-            reply = future.result()  # SandboxError if no worker could start
+            reply = future.result() if future is not None else {"tests": []}
             results.append(judge(p, reply, reply.get("isolation", self.isolation),
                                  time.monotonic() - t0))
         node = socket.gethostname()  # a Ray shard re-tags its results (sandbox.fanout)
@@ -63,8 +65,11 @@ class Sandbox:
             r.node = node
         return results
 
-    def execute(self, code: str, tests: Sequence[str], **options: Any) -> ExecutionResult:
-        return self.execute_many([(code, tests)], **options)[0]
+    def execute(self, code: str, tests: Sequence[str], limits: Limits | None = None, *,
+                timeout_s: float | None = None, memory_mb: int | None = None,
+                max_output_bytes: int | None = None) -> ExecutionResult:
+        return self.execute_many([(code, tests)], limits, timeout_s=timeout_s,
+                                 memory_mb=memory_mb, max_output_bytes=max_output_bytes)[0]
 
     def close(self) -> None:
         self.pool.close()
@@ -74,11 +79,6 @@ class Sandbox:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _unprepared(n_tests: int, exc: Exception) -> ExecutionResult:
-    message = f"job could not be prepared: {type(exc).__name__}: {str(exc)[:200]}"
-    return ExecutionResult([TestOutcome("error", message)] * n_tests, "none")
 
 
 def _shared(isolation: str, workers: int | None) -> Sandbox:
@@ -98,33 +98,41 @@ def close_all() -> None:
         _POOLS.clear()
 
 
-def execute_many(jobs: Sequence[tuple[str, Sequence[str]]], *, timeout_s: float = 2.0,
-                 workers: int | None = None, isolation: str = "auto",
-                 **options: Any) -> list[ExecutionResult]:
+def execute_many(jobs: Sequence[tuple[str, Sequence[str]]], limits: Limits | None = None, *,
+                 timeout_s: float | None = None, memory_mb: int | None = None,
+                 max_output_bytes: int | None = None, workers: int | None = None,
+                 isolation: str = "auto") -> list[ExecutionResult]:
     """Run each ``(code, tests)`` job in the sandbox, in parallel over ``workers`` jailed
-    workers (default: one per CPU); results come back in job order. Options: ``memory_mb``,
-    ``max_output_bytes``. Raises only ``SandboxError`` (the sandbox itself cannot work) or
-    ``TypeError``/``ValueError`` for bad options; nothing a job contains (hostile code, hostile
-    or malformed tests, forged replies) raises: it gives a result."""
-    return _shared(isolation, workers).execute_many(jobs, timeout_s=timeout_s, **options)
+    workers (default: one per CPU); results come back in job order. Each test is one pytest
+    test module, judged by real pytest (see ``sandbox.jailside.layout`` and
+    ``sandbox.jailside.verdicts``). ``limits`` (default ``Limits()``), with any of the given
+    fields replaced. Raises only ``SandboxError`` (the sandbox itself cannot work) or
+    ``TypeError``/``ValueError`` for bad options; nothing a job contains (hostile code,
+    hostile or malformed tests) raises: it gives a result."""
+    limits = limits_with(limits, timeout_s=timeout_s, memory_mb=memory_mb,
+                         max_output_bytes=max_output_bytes)
+    return _shared(isolation, workers).execute_many(jobs, limits)
 
 
-def execute(code: str, tests: Sequence[str], *, timeout_s: float = 2.0, isolation: str = "auto",
-            **options: Any) -> ExecutionResult:
-    """Run ``tests`` (each a string of Python) against ``code``; one outcome per test."""
-    return execute_many([(code, tests)], timeout_s=timeout_s, isolation=isolation,
-                        **options)[0]
+def execute(code: str, tests: Sequence[str], limits: Limits | None = None, *,
+            timeout_s: float | None = None, memory_mb: int | None = None,
+            isolation: str = "auto") -> ExecutionResult:
+    """Run ``tests`` (each a string of Python: a pytest test module) against ``code``; one
+    outcome per test."""
+    return execute_many([(code, tests)], limits, timeout_s=timeout_s, memory_mb=memory_mb,
+                        isolation=isolation)[0]
 
 
-def validate_tests(reference_code: str, tests: Sequence[str], **options: Any
-                   ) -> tuple[list[bool], ExecutionResult]:
+def validate_tests(reference_code: str, tests: Sequence[str], limits: Limits | None = None,
+                   **options: Any) -> tuple[list[bool], ExecutionResult]:
     """Which tests are valid, i.e. the reference solution passes them; and the full result."""
-    result = execute(reference_code, tests, **options)
+    result = execute(reference_code, tests, limits, **options)
     return [o.passed for o in result.outcomes], result
 
 
 def options_from_config(config: Any) -> dict[str, Any]:
-    """Keyword options for ``execute``/``execute_many`` from a ``configs.SandboxConfig``."""
+    """Keyword options for ``execute_many`` from a ``configs.SandboxConfig`` (flat, so a
+    caller may still override one of them, e.g. ``{**options, "timeout_s": 5.0}``)."""
     return {"timeout_s": config.timeout_s, "memory_mb": config.memory_mb,
-            "workers": config.workers, "isolation": config.isolation,
-            "max_output_bytes": config.max_output_bytes}
+            "max_output_bytes": config.max_output_bytes, "workers": config.workers,
+            "isolation": config.isolation}

@@ -3,6 +3,14 @@
 A worker is started (and restarted) by the thread that owns it, never by a caller's thread:
 ``--die-with-parent`` follows the *thread* that spawned bubblewrap, so a worker started from
 a short-lived caller thread would die with it.
+
+Infra only when proven. A job whose worker dies, stops answering (no frame, not even a
+heartbeat, for the job's no-progress limit), answers malformed, or reports that the host
+starved it, is run once more *alone*: on a fresh worker, with no other job sent to it until it
+answers. That run's verdicts are the job's. Should the same happen again, the job itself is
+the cause and is charged with it (``crashed``; ``timeout`` when starved twice), never masked.
+Only a harness that cannot even start a fresh worker any more leaves the job without a
+verdict (``infra``).
 """
 
 from __future__ import annotations
@@ -20,7 +28,9 @@ from dataclasses import dataclass
 
 from sandbox import jail
 from sandbox.jail import SandboxError
-from sandbox.wire import MAX_REPLY, Closed, Reader, Timeout, pack, send_bytes
+from sandbox.jailside.wire import Closed, Reader, Timeout, pack, send_bytes
+
+MAX_REPLY = 64 << 20  # a worker's reply: items and short messages only (see jailside.worker)
 
 START_TIMEOUT_S = 30.0
 # Jobs handed to one worker at a time; more would let one slow job hold others back. With 2,
@@ -52,9 +62,9 @@ class HostWorker:
         try:
             hello = self.reader.read(time.monotonic() + START_TIMEOUT_S)["hello"]
         except (Timeout, Closed, KeyError, TypeError) as exc:
-            self.kill()
             self.stderr.seek(0)
             detail = self.stderr.read()[-2000:].decode(errors="replace")
+            self.kill()
             raise SandboxError(f"sandbox worker ({level}) did not start: "
                                f"{type(exc).__name__} {exc}; stderr: {detail}") from None
         self.seccomp = hello.get("seccomp") is True
@@ -64,15 +74,25 @@ class HostWorker:
         """Write one framed job (``wire.pack``); the worker reads it when it is free."""
         try:
             send_bytes(self.in_fd, data, time.monotonic() + START_TIMEOUT_S, [])
-        except (Timeout, Closed) as exc:
+        except Timeout:  # a live worker that does not read: the host did not run it
+            raise WorkerFailed("starved: the worker did not take its job in "
+                               f"{START_TIMEOUT_S:g}s") from None
+        except Closed as exc:
             raise WorkerFailed(f"worker not accepting jobs: {exc}") from None
 
     def receive(self, budget_s: float) -> dict:
-        """The reply to the oldest job sent (the worker runs jobs in order)."""
-        try:
-            reply = self.reader.read(time.monotonic() + budget_s)
-        except (Timeout, Closed) as exc:
-            raise WorkerFailed(f"worker {type(exc).__name__.lower()}: {exc}") from None
+        """The reply to the oldest job sent (the worker runs jobs in order). ``budget_s`` is
+        how long the worker may go without a frame; it sends heartbeats while it works."""
+        while True:
+            try:
+                reply = self.reader.read(time.monotonic() + budget_s)
+            except (Timeout, Closed) as exc:
+                raise WorkerFailed(f"worker {type(exc).__name__.lower()}: {exc}") from None
+            if isinstance(reply, dict) and "beat" in reply:
+                continue
+            break
+        if isinstance(reply, dict) and isinstance(reply.get("starved"), str):
+            raise WorkerFailed(f"starved: {reply['starved']}")
         if not isinstance(reply, dict) or not isinstance(reply.get("tests"), list):
             raise WorkerFailed("malformed reply from worker")
         reply["isolation"] = self.isolation
@@ -109,6 +129,7 @@ class _Entry:
     tries: int = 0
     sent: bool = False
     send_error: str | None = None
+    alone: bool = False  # its second run: on a fresh worker, nothing sent behind it
 
     def __post_init__(self) -> None:
         self.data = pack(self.msg)
@@ -166,7 +187,8 @@ class Pool:
         inflight: collections.deque[_Entry] = collections.deque()
         stopping = False
         while True:
-            while not stopping and len(inflight) < PIPELINE:
+            while not stopping and len(inflight) < (1 if inflight and inflight[0].alone
+                                                    else PIPELINE):
                 try:
                     item = self._queue.get() if not inflight else self._queue.get_nowait()
                 except queue.Empty:
@@ -188,20 +210,26 @@ class Pool:
                         worker = HostWorker(self.level)
                     except SandboxError as exc:
                         if self._started:  # it worked before: a transient failure (load)
-                            raise WorkerFailed(str(exc)) from None
+                            raise WorkerFailed(f"cannot start: {exc}") from None
                         raise
                     self._started = True
                     self._isolation = worker.isolation
                     for i, entry in enumerate(inflight):
                         entry.sent, entry.send_error = False, None
-                        entry.send_to(worker, ahead=i > 0)
+                        if i == 0 or not inflight[0].alone:
+                            entry.send_to(worker, ahead=i > 0)
                 if not head.sent and not head.send_error:
                     head.send_to(worker, ahead=False)
                 if head.send_error:
                     raise WorkerFailed(head.send_error)
                 reply = worker.receive(head.budget_s)
                 inflight.popleft()
+                reply["attempts"] = head.tries + 1
                 head.future.set_result(reply)
+                if head.alone:  # the jobs held back go to the worker now
+                    for i, entry in enumerate(inflight):
+                        if not entry.sent and not entry.send_error:
+                            entry.send_to(worker, ahead=i > 0)
             except SandboxError as exc:  # no worker starts: every waiting job gets the error
                 while inflight:
                     inflight.popleft().future.set_exception(exc)
@@ -211,10 +239,20 @@ class Pool:
                     worker.kill()
                 worker = None
                 head.tries += 1
-                if head.tries >= 2:  # it already had a second chance on a fresh worker
+                if str(exc).startswith("cannot start:"):  # not the job's doing: no verdict
                     inflight.popleft()
                     head.future.set_result({"tests": [], "worker_error": str(exc),
-                                            "isolation": self._isolation})
+                                            "isolation": self._isolation,
+                                            "attempts": head.tries})
+                elif head.tries >= 2:  # it failed alone on a fresh worker too: its own doing
+                    inflight.popleft()
+                    status = "timeout" if str(exc).startswith("starved") else "crashed"
+                    head.future.set_result({
+                        "tests": [], "isolation": self._isolation, "attempts": 2,
+                        "charged": [status, f"the job broke its sandbox worker twice, the "
+                                            f"second time alone in a fresh jail: {exc}"]})
+                else:
+                    head.alone = True
         if worker is not None:
             worker.kill()
 

@@ -1,20 +1,52 @@
-"""Result records: one ``TestOutcome`` per test, one ``ExecutionResult`` per job."""
+"""Result records: one ``TestOutcome`` per test, one ``ExecutionResult`` per job, and the
+``Limits`` every verdict ran under."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-# passed   the test ran to completion (all its asserts held)
-# failed   an assert was false, or the candidate returned non-plain data
-# error    the candidate (or the test) raised, or the code did not load / compile
-# timeout  the test ran past its time limit and was killed
-# crashed  the process died (signal, os._exit, memory limit, C-stack overflow)
-# invalid  the test itself cannot be run (syntax error; async, yield or fixture-needing test
-#          functions; a Test class with __init__; nothing pytest would run; pytest.skip)
-# infra    the harness failed, not the code (a worker died, a jail did not start, the host was
-#          so loaded that a process was starved past its limit): no verdict on the code, and
-#          every reward leaves it out
-STATUSES = ("passed", "failed", "error", "timeout", "crashed", "invalid", "infra")
+from sandbox.jailside.verdicts import ItemResult
+
+# passed   pytest ran the test module and it held (see ``jailside.verdicts`` for the table)
+# failed   an assert (or pytest.fail / raises / warns) failed
+# error    the test raised something else, or the candidate did not import
+# skipped  pytest skipped it or it xfailed: no verdict on the code, and no credit
+# timeout  a step of the test used more than its CPU budget, or slept/blocked past it
+# crashed  the candidate's process died (signal, os._exit, memory limit, C-stack overflow)
+#          while the test ran, or did so twice in a fresh jail
+# invalid  the test itself cannot run (it does not compile; it defines nothing to run)
+# infra    the harness failed, not the code, and running the job again alone did not give
+#          a verdict either: no verdict on the code, and every reward leaves it out
+STATUSES = ("passed", "failed", "error", "skipped", "timeout", "crashed", "invalid", "infra")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a job may use. One place for the defaults: the config (``SandboxConfig``), the
+    command line and the API all start from these."""
+
+    timeout_s: float = 2.0
+    """CPU seconds per step of a test (the candidate's import, a module's collection, its run),
+    and as many seconds of sleeping or blocking."""
+    memory_mb: int = 512
+    """Address space of each jailed process."""
+    max_output_bytes: int = 65536
+    """The candidate's printed output kept for people (never parsed)."""
+    fsize_mb: int = 16
+    """Largest file a jailed process may write."""
+    nofile: int = 256
+    """Open file descriptors per jailed process."""
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.timeout_s, int | float) and 0 < self.timeout_s <= 3600):
+            raise ValueError(f"timeout_s must be in (0, 3600] seconds, got {self.timeout_s!r}")
+        for name in ("memory_mb", "max_output_bytes", "fsize_mb", "nofile"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -22,6 +54,9 @@ class TestOutcome:
     status: str
     message: str = ""
     duration_s: float = 0.0
+    items: tuple[ItemResult, ...] = ()
+    """pytest's own outcome of each item of the test module, in run order (empty when the
+    sandbox decided the status itself: timeout, crashed, infra, ...)."""
 
     @property
     def passed(self) -> bool:
@@ -34,19 +69,21 @@ class ExecutionResult:
 
     outcomes: list[TestOutcome]
     isolation: str
-    """``bwrap+seccomp``, ``bwrap``, ``process+seccomp`` or ``process`` (weaker)."""
+    """``bwrap+seccomp+pidns``, ``bwrap+seccomp``, ``process+seccomp``, ``process``... (what
+    was in force; anything short of bubblewrap is weaker)."""
     output: str = ""
-    """The candidate's stdout+stderr, capped; for people only, never parsed."""
+    """The candidate's stdout+stderr outside calls, capped; for people only, never parsed."""
     duration_s: float = 0.0
-    split: list[bool] = field(default_factory=list)
-    """Per test: judged in the host from plain return values (True) or run whole (False)."""
     limits: dict = field(default_factory=dict)
-    """The limits every verdict ran under: ``timeout_s``, ``memory_mb``, ``fsize_mb``,
-    ``nofile``, ``max_output_bytes``."""
+    """``Limits.to_dict()`` of the limits every verdict ran under."""
     executor: str = "local"
     """Where the job ran: ``local`` (this process's pool) or ``ray`` (``sandbox.fanout``)."""
     node: str = ""
     """The host name (local) or the Ray node id the job ran on."""
+    attempts: int = 1
+    """Runs it took: 2 when the first failed in the harness and the job ran again alone."""
+    cpu_s: float = 0.0
+    """CPU seconds the job's candidate and test processes used (the budgets' measure)."""
 
     @property
     def passed(self) -> int:

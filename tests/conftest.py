@@ -97,11 +97,3 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
-
-
-@pytest.fixture(scope="module")
-def shim():
-    """sandbox/pytest_shim.py as the jail loads it, for the ``test_sandbox_pytest_shim*`` files."""
-    from shim_support import load_shim
-
-    return load_shim()

@@ -101,23 +101,25 @@ def test_search_finds_a_secret_in_its_own_memory():
     assert result.passed == 1, result.outcomes
 
 
-def test_expected_values_of_split_tests_are_unreachable():
+def test_expected_values_of_module_level_asserts_are_unreachable():
+    # The test modules live in the test process only; the candidate searches everything else.
+    # The second module passes only if the search found nothing at all.
     value = secret()
     code = SEARCH + "def answer():\n    return search('== ')\n"
-    result = execute(code, [f"assert answer() == {value}"], timeout_s=10)
-    assert result.split == [True]
-    assert result.outcomes[0].status == "failed", result.outcomes
-    assert str(value) not in result.outcomes[0].message.split("returned")[-1]
+    result = execute(code, [f"assert answer() == {value}", "assert answer() == -1"],
+                     timeout_s=10)
+    assert [o.status for o in result.outcomes] == ["failed", "passed"], result.outcomes
 
 
-def test_whole_test_sources_are_unreachable_from_candidate_memory_and_proc():
-    # A whole test carries its expected value into the jail (in its own process only).
+def test_test_sources_are_unreachable_from_candidate_memory_and_proc():
+    # A test function carries its expected value into the jail (in the test process only).
     value = secret()
     code = SEARCH + "def answer(x):\n    return search('expected_marker = ')\n"
-    test = f"expected_marker = {value}\nfor x in range(2):\n    assert answer(x) == expected_marker"
-    result = execute(code, [test], timeout_s=10)
-    assert result.split == [False]
-    assert result.outcomes[0].status == "failed", result.outcomes
+    test = (f"expected_marker = {value}\n\ndef test_search():\n    for x in range(2):\n"
+            "        assert answer(x) == expected_marker\n")
+    nothing = "def test_nothing_found():\n    assert answer(0) == -1\n"
+    result = execute(code, [test, nothing], timeout_s=10)
+    assert [o.status for o in result.outcomes] == ["failed", "passed"], result.outcomes
 
 
 def test_reference_solution_of_an_earlier_job_is_unreachable():
@@ -147,9 +149,12 @@ def look():
 
 
 def test_proc_shows_only_the_jail():
+    # At most seven: the worker, two fork servers, this session's candidate and test
+    # processes and the pair forked ahead for the next session (see
+    # test_sandbox_redteam_neighbours for what a candidate's own pid namespace shows).
     code = ("import os\ndef count():\n"
             "    return len([p for p in os.listdir('/proc') if p.isdigit()])\n")
-    result = execute(code, ["assert count() <= 8"])
+    result = execute(code, ["assert count() <= 7"])
     assert result.outcomes[0].status == "passed", result.outcomes
 
 

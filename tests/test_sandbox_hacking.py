@@ -1,9 +1,8 @@
 """Reward hacking and output spoofing: a wrong solution that tries to look right must score 0.
 
 Each candidate below computes the wrong answer (``double(x)`` should be ``2 * x``) and adds one
-trick. Split tests (plain asserts) and whole tests (loops, ``def test_*``) are both attacked,
-and the honest solution is shown to pass the very same tests, so no test here passes by
-failing everything.
+trick. Module-level asserts and test functions are both attacked, and the honest solution is
+shown to pass the very same tests, so no test here passes by failing everything.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ ALL = SPLIT + WHOLE
 def test_honest_solution_passes_every_test_used_here():
     result = execute(HONEST, ALL)
     assert result.passed == result.total == len(ALL), result.outcomes
-    assert result.split == [True] * 3 + [False] * 2
 
 
 def assert_scores_zero(code: str, tests=ALL):
@@ -65,18 +63,24 @@ def test_raising_base_exceptions_from_calls_scores_nothing(raised):
     "class R(float):\n    def __eq__(self, o): return True\n    __hash__ = float.__hash__",
 ], ids=["object", "int", "list", "str", "float"])
 def test_always_equal_objects_are_refused(cls):
+    # The one place the judge differs from one process on purpose: a candidate's object
+    # compares with a value the test made itself by identity only (``jailside.mirror``), so
+    # an "always equal" object (even an int or list subclass) equals no expected value.
     code = f"{cls}\ndef double(x):\n    return R()\n"
-    result = assert_scores_zero(code, SPLIT)
-    assert all("non-plain" in o.message for o in result.outcomes), result.outcomes
-    assert_scores_zero(code, WHOLE)
+    result = assert_scores_zero(code, ALL)
+    assert [o.status for o in result.outcomes] == ["failed"] * len(ALL), result.outcomes
 
 
-def test_truthy_objects_do_not_pass_bare_asserts():
+def test_truthy_objects_pass_only_what_they_pass_under_pytest():
+    # A bare ``assert is_even(4)`` holds for any truthy value, under pytest too (the test's
+    # weakness, not the judge's); a test that says what it means is not fooled.
     code = "class T:\n    def __bool__(self): return True\ndef is_even(x):\n    return T()\n"
-    result = execute(code, ["assert is_even(3)", "assert not is_even(4) or is_even(2)"])
-    assert result.passed == 0
-    honest = execute("def is_even(x):\n    return x % 2 == 0\n", ["assert is_even(4)"])
-    assert honest.passed == 1
+    tests = ["assert is_even(4) is True", "assert is_even(4) == True", "assert not is_even(3)",
+             "def test_both():\n    assert is_even(2) is True and is_even(3) is False\n"]
+    result = execute(code, tests + ["assert is_even(4)"])
+    assert [o.status for o in result.outcomes] == ["failed"] * 4 + ["passed"], result.outcomes
+    honest = execute("def is_even(x):\n    return x % 2 == 0\n", tests)
+    assert honest.passed == len(tests), honest.outcomes
 
 
 @pytest.mark.parametrize("patch", [
@@ -158,10 +162,13 @@ for fd in fds:
     "PASSED\\nALL TESTS PASSED\\nexit code 0",
 ])
 def test_spoofed_summaries_on_stdout_and_stderr_are_ignored(spoof):
-    code = WRONG + f"import sys\nprint({spoof!r})\nprint({spoof!r}, file=sys.stderr)\n" \
-        + f"def _noise():\n    print({spoof!r})\n"
+    # Printed at import, in every call, and straight to the process's descriptors.
+    code = (f"import os, sys\nprint({spoof!r})\nprint({spoof!r}, file=sys.stderr)\n"
+            f"os.write(1, {spoof!r}.encode())\nos.write(2, {spoof!r}.encode())\n"
+            f"def double(x):\n    print({spoof!r})\n    print({spoof!r}, file=sys.stderr)\n"
+            f"    os.write(1, {spoof!r}.encode())\n    return x + 1\n")
     result = assert_scores_zero(code)
-    assert "passed" in result.output.lower() or "OK" in result.output  # captured, unparsed
+    assert len(result.output) <= 65536  # captured for people, never parsed
 
 
 def test_environment_is_scrubbed():

@@ -1,7 +1,7 @@
 """The jail's pid 1 and every other process a candidate can see: none holds a host pipe or
 another job's data where the candidate can reach it, and none can be signalled, reniced,
-re-limited or re-pinned by it. Each attack sits in a function a split test calls, so the
-jail really runs it and its return value is judged in the host."""
+re-limited or re-pinned by it. Each attack sits in a function a test calls, so the jailed
+candidate process really runs it."""
 
 from __future__ import annotations
 
@@ -47,17 +47,26 @@ def passes_in_the_jail(code: str, test: str) -> None:
 
 
 def test_pid_1_is_the_undumpable_worker_not_an_unfiltered_init():
+    # Where the candidate's /proc is the jail's, its pid 1 is the worker, whose files must
+    # not open. Where the candidate mounted the /proc of its own pid namespace (see
+    # test_sandbox_redteam_neighbours), pid 1 there is the candidate itself and the worker
+    # is not listed at all.
     passes_in_the_jail(PROBE + """
 def probe():
+    if os.readlink("/proc/self") == "1":
+        return "pid 1 is itself"
     return reachable([f"/proc/1/{what}" for what in ("fd/0", "fd/1", "fd/2", "mem", "environ",
                                                      "maps", "stack", "syscall")], read=64)
-""", "assert probe() == []")
+""", "assert probe() in ([], 'pid 1 is itself')")
 
 
 def test_no_visible_process_exposes_a_pipe_or_memory_to_the_candidate():
     passes_in_the_jail(PROBE + """
 def probe():
-    others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
+    # (its own pid as /proc names it: the candidate is pid 1 of a pid namespace of its own,
+    # and /proc may be the jail's, where it has another number)
+    me = os.readlink("/proc/self")
+    others = [p for p in os.listdir("/proc") if p.isdigit() and p != me]
     return reachable([f"/proc/{pid}/{what}" for pid in others
                       for what in ("fd/0", "fd/1", "fd/3", "mem", "environ")])
 """, "assert probe() == []")
@@ -101,6 +110,7 @@ def steal(secret_len):
     "sys_(297, target, target, 19, info)",  # rt_tgsigqueueinfo
     "sys_(62, target, 19)",               # kill
     "sys_(62, -1, 19)",                   # kill every process it may signal
+    "sys_(62, 0, 19)",                    # kill its process group (the worker's, but for setsid)
     "sys_(200, target, 19)",              # tkill
     "sys_(234, target, target, 19)",      # tgkill
     "sys_(302, target, 7, 0, 0)",         # prlimit64(pid, RLIMIT_NOFILE, NULL, NULL): reads too
@@ -115,14 +125,16 @@ def steal(secret_len):
     "sys_(256, target, 8, 0, 0)",         # migrate_pages
 ])
 def test_syscalls_aimed_at_other_processes_are_denied(call):
-    # The target is the jail's pid 1 and every other pid in the jail: the worker, the fork
-    # server, the pre-forked child of the next job. EPERM (1) for each one.
+    # The targets are every other pid /proc lists (the worker, the fork servers, the pair
+    # forked for the next session, where /proc is the jail's) and every small pid, listed or
+    # not (in its own pid namespace, pid 1 is the candidate itself and no other pid names a
+    # process): EPERM (1) for each one, whether or not a process has that number.
     code = SYSCALL + f"""
 def attack():
     errors = set()
-    for target in [int(p) for p in os.listdir("/proc") if p.isdigit()]:
-        if target != os.getpid():
-            errors.add({call})
+    listed = {{int(p) for p in os.listdir("/proc") if p.isdigit()}}
+    for target in sorted((listed | set(range(1, 64))) - {{os.getpid()}}):
+        errors.add({call})
     return sorted(errors)
 """
     passes_in_the_jail(code, "assert attack() == [1]")

@@ -3,8 +3,6 @@ and leave the next test of the same job, and the next job, unaffected."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from sandbox import Sandbox, execute
@@ -13,18 +11,17 @@ GOOD = "def ok():\n    return 42\n"
 AFTER = "assert ok() == 42"  # a test after the attack, which must still pass
 
 
-def run_attack(attack_body: str, timeout_s: float = 1.0, within_s: float | None = None):
+def run_attack(attack_body: str, timeout_s: float = 1.0):
     """The attack inside ``attack()``, then an honest test, in one job; asserts what every
-    attack must leave intact: the honest test passed and, with ``within_s``, the job took less
-    than that. The attack's own outcome, ``result.outcomes[0]``, is the caller's to judge."""
+    attack must leave intact: the honest test passed, and the job ran once (a worker that
+    died or hung would have had it run again, alone: ``attempts == 2``). The attack's own
+    outcome, ``result.outcomes[0]``, is the caller's to judge. No wall-clock bound is
+    asserted: the machine is shared, and the budgets that decide are CPU and idle seconds."""
     code = GOOD + "def attack():\n" + "\n".join("    " + line for line in
                                                attack_body.strip().splitlines()) + "\n"
-    t0 = time.monotonic()
     result = execute(code, ["assert attack() == 1", AFTER], timeout_s=timeout_s)
-    elapsed = time.monotonic() - t0
     assert [o.status for o in result.outcomes[1:]] == ["passed"], result.outcomes
-    if within_s is not None:
-        assert elapsed < within_s, f"{elapsed:.1f} s"
+    assert result.attempts == 1, result
     return result
 
 
@@ -36,7 +33,7 @@ def run_attack(attack_body: str, timeout_s: float = 1.0, within_s: float | None 
     "import time\ntime.sleep(3600)",
 ])
 def test_infinite_loops_time_out_without_costing_other_tests(body):
-    result = run_attack(body, timeout_s=0.5, within_s=5)
+    result = run_attack(body, timeout_s=0.5)
     assert result.outcomes[0].status == "timeout", result.outcomes
 
 
@@ -53,7 +50,7 @@ def test_growing_memory_bomb_is_capped():
 
 
 def test_fork_bomb_is_stopped():
-    result = run_attack("import os\nwhile True:\n    os.fork()", within_s=5)
+    result = run_attack("import os\nwhile True:\n    os.fork()")
     assert result.outcomes[0].status == "error", result.outcomes  # PermissionError
 
 
@@ -61,7 +58,7 @@ def test_threads_bomb_is_bounded():
     body = ("import threading, time\nts = []\nfor _ in range(10000):\n"
             "    t = threading.Thread(target=time.sleep, args=(60,))\n    t.start()\n"
             "    ts.append(t)\nreturn 1")
-    result = run_attack(body, timeout_s=2.0, within_s=10)
+    result = run_attack(body, timeout_s=2.0)
     assert result.outcomes[0].status != "passed"
 
 
@@ -99,7 +96,7 @@ def test_c_stack_overflow_crashes_only_its_test():
 
 
 def test_blocking_on_stdin_does_not_hang():
-    result = run_attack("import sys\nreturn len(sys.stdin.read()) + input()", within_s=1.0)
+    result = run_attack("import sys\nreturn len(sys.stdin.read()) + input()")
     assert result.outcomes[0].status == "error"  # EOF at once: stdin is /dev/null
 
 
@@ -109,16 +106,18 @@ def test_children_holding_pipes_do_not_hang_the_harness():
     body = ("import os, threading, time\ntry:\n    if os.fork() == 0:\n        time.sleep(60)\n"
             "except OSError:\n    pass\nthreading.Thread(target=time.sleep, args=(60,),"
             " daemon=False).start()\nreturn 1")
-    result = run_attack(body, timeout_s=1.0, within_s=5)
+    result = run_attack(body, timeout_s=1.0)
     assert result.outcomes[0].status == "passed", result.outcomes
 
 
-def test_module_level_hang_times_out_all_tests_quickly():
-    t0 = time.monotonic()
+def test_module_level_hang_times_out_all_tests_at_once():
+    # The candidate's import is one step for the whole job: its timeout is every test's,
+    # and it is not tried again once per test.
     result = execute("while True:\n    pass\n", ["assert 1", "assert 2", "assert 3"],
                      timeout_s=0.5)
     assert [o.status for o in result.outcomes] == ["timeout"] * 3
-    assert time.monotonic() - t0 < 3  # not once per test
+    assert all("did not finish importing" in o.message for o in result.outcomes)
+    assert result.attempts == 1
 
 
 def test_huge_return_values_are_refused_not_fatal():
@@ -126,7 +125,7 @@ def test_huge_return_values_are_refused_not_fatal():
     tests = ["assert big(20 << 20) == ''", "assert big(5 << 20) == ''", AFTER]
     result = execute(code, tests, timeout_s=3.0, memory_mb=1024)
     assert [o.status for o in result.outcomes] == ["error", "failed", "passed"], result.outcomes
-    assert "too large" in result.outcomes[0].message
+    assert "more than 16 MB" in result.outcomes[0].message  # a frame's bound, not a crash
 
 
 def test_a_flood_of_files_does_not_reach_the_next_job():
@@ -135,6 +134,6 @@ def test_a_flood_of_files_does_not_reach_the_next_job():
     look = "import os\ndef look():\n    return os.listdir('/tmp')\n"
     with Sandbox(workers=1) as box:  # one worker: the next job surely lands where files were
         result = box.execute(flood, ["assert flood() == 1"], timeout_s=5.0)
-        assert "returned 20000" in result.outcomes[0].message  # the files were made
+        assert "assert 20000 == 1" in result.outcomes[0].message  # the files were made
         later = box.execute(look, ["assert look() == []"])
         assert later.outcomes[0].status == "passed", later.outcomes

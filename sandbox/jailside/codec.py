@@ -1,0 +1,124 @@
+"""Values across the jail's process boundary, with exact types, shared structure and handles.
+
+The candidate process (C) and the test process (T) exchange values as JSON (``wire``) in which
+every JSON object is a one-key tag. ``Codec.encode`` writes a value; ``Codec.decode`` rebuilds
+it from fresh objects of *exactly* the sent types, or raises ``ValueError``: whatever bytes a
+hostile peer writes, decoding is a total, strict function bounded by the frame size and
+``MAX_DEPTH``.
+
+What crosses as a copy (a *value*), by exact type (``type(x) is ...``; subclasses never):
+``None``, ``bool``, ``int``, ``float``, ``complex``, ``str``, ``bytes``, ``bytearray``, ``list``,
+``tuple``, ``dict``, ``set``, ``frozenset``, ``range``, ``slice``, ``Ellipsis``,
+``collections.Counter``/``OrderedDict``/``defaultdict``/``deque``, ``namedtuple`` instances,
+``fractions.Fraction``, ``decimal.Decimal``, ``datetime`` values, ``pathlib`` paths, dict views
+and exceptions (class, ``args``, plain attributes, ``__notes__``, the fields builtin classes
+keep in slots such as ``OSError.filename``, ``str``, cause). Shared and cyclic structure is
+kept: a container met twice is sent once and referenced after (pre-order numbering), so
+``f(a, a)`` sees one list twice and ``[row] * 3`` stays aliased; a NaN is numbered so too
+(``[nan] == [nan]`` holds by identity only), and ``math.nan`` arrives as the receiver's. A
+set is rebuilt in the iteration order it had (CPython's set order depends on its table's
+history; where the rebuilt set cannot be laid out the same way, its content is exact and its
+order may differ).
+
+What crosses by reference (a *handle*): everything else, i.e. functions, classes, instances of
+the candidate's classes (dataclasses included), generators and other iterators, and values too
+deep to copy. The owner keeps the object; the other side holds a proxy (``mirror``) whose
+calls, attribute reads and operations go back to the owner; the proxy of a function or class
+has its annotations (``hints``). A handle sent back to its owner decodes to the owner's own
+object. Objects of the standard library that can be named (``math``, ``math.gcd``,
+``collections.Counter``, ``typing.List``) cross as that name and resolve to the receiver's
+own copy of them (from the candidate process, only where that is safe: see ``Codec``).
+
+The parts: ``encode`` and ``decode`` (one value each way), ``shapes`` (what both share:
+limits, set order, namedtuple classes), ``stdnames`` (standard-library names), ``hints``
+(annotations); this module holds one side's session (``Codec``): the objects it handed out
+and the proxies it holds.
+
+Stdlib-only: the jail runs it.
+"""
+
+from __future__ import annotations
+
+from .decode import Decoder
+from .encode import Encoder
+from .shapes import MAX_HANDLES, NotEncodable
+
+
+class Codec:
+    """One side's half of a session: the objects it handed out, the proxies it holds of the
+    peer's, and the encoding and decoding of values in between.
+
+    ``make_proxy(ref, kind, meta, decoder, depth)`` (``mirror.Mirrors``) builds the local
+    proxy of a peer's object; ``revisit(proxy, kind, meta, decoder, depth)`` decodes the
+    description of one it has already (the handles first described in it must exist, see
+    ``Encoder.handle``); ``peer_ref_of(obj)`` is the peer's ref of ``obj`` when it is such a
+    proxy, else None.
+    """
+
+    def __init__(self, make_proxy, peer_ref_of, trusts_peer: bool = True, revisit=None):
+        self.make_proxy, self.peer_ref_of, self.revisit = make_proxy, peer_ref_of, revisit
+        # A standard-library name from the candidate process is a claim the candidate
+        # controls (it can set ``gcd.__module__ = "math"`` on its own ``gcd``): taken at its
+        # word, the test would run the real ``math.gcd`` and never the candidate's. So the
+        # test process (``trusts_peer=False``) accepts such names only for what does not
+        # ``behave`` (modules, values, exception classes, ``typing``'s special forms that
+        # cannot be called; classes also in annotations, see ``hints``), and the candidate
+        # process names nothing that behaves: its functions and classes always travel as
+        # handles, so every call runs the candidate's own object, whatever it is called.
+        self.trusts_peer = trusts_peer
+        self.names_callables = not trusts_peer
+        self.objects: list = []            # ref -> our object handed out
+        self._refs: dict[int, int] = {}    # id(our object) -> ref
+        self.proxies: dict[int, object] = {}  # peer ref -> our proxy of it
+
+    # ----- our objects handed out ------------------------------------------------------------
+    def ref_of(self, obj: object) -> int:
+        ref = self._refs.get(id(obj))
+        if ref is not None and self.objects[ref] is obj:
+            return ref
+        if len(self.objects) >= MAX_HANDLES:
+            raise NotEncodable(f"more than {MAX_HANDLES} objects handed out in one session")
+        self.objects.append(obj)
+        self._refs[id(obj)] = len(self.objects) - 1
+        return len(self.objects) - 1
+
+    def own(self, ref: object) -> object:
+        if type(ref) is not int or not 0 <= ref < len(self.objects):
+            raise ValueError(f"unknown handle {ref!r}")
+        return self.objects[ref]
+
+    # ----- encoding --------------------------------------------------------------------------
+    def encode(self, value: object, describe=None, known: dict | None = None) -> object:
+        """``value`` as JSON-ready data. ``describe(obj)`` returns ``(kind, meta)`` for an
+        object that travels as a handle (see ``mirror``). ``known`` maps ``id()`` of objects
+        the peer already holds (the arguments of the current call) to their numbers: they
+        travel as ``{"A": n}`` so the peer gets its own object back."""
+        try:
+            return Encoder(self, describe, known or {}).enc(value, 0)
+        except NotEncodable:  # afresh: nothing of the abandoned attempt was sent
+            return Encoder(self, describe, {}).handle(value)
+
+    # ----- decoding --------------------------------------------------------------------------
+    def decode(self, data: object, known: list | None = None) -> object:
+        """A fresh value from ``data``; ``ValueError`` for anything malformed. ``known`` are
+        this side's objects that the peer refers to by number (``{"A": n}``)."""
+        return Decoder(self, known or []).dec(data, 0)
+
+    def decode_tracked(self, data: object) -> tuple[object, list]:
+        """``decode``, and every container built, in the pre-order numbering that the
+        sender's ``encode_tracked`` used: the arguments of a call, whose
+        changes go back to the caller."""
+        state = Decoder(self, [])
+        return state.dec(data, 0), state.built
+
+    def encode_handle(self, obj: object, describe) -> object:
+        """``obj`` as a handle, even where it could travel as a standard-library name."""
+        return Encoder(self, describe, {}).handle(obj)
+
+    def encode_tracked(self, value: object, describe=None) -> tuple[object, list]:
+        """``encode``, and the containers it numbered, in pre-order (see ``decode_tracked``)."""
+        state = Encoder(self, describe, {})
+        try:
+            return state.enc(value, 0), state.keep
+        except NotEncodable:
+            return Encoder(self, describe, {}).handle(value), []

@@ -1,0 +1,246 @@
+"""Writing one value as JSON-ready data (the format is ``codec``'s): copies by exact type,
+shared and cyclic structure as back-references, everything else as a handle or a
+standard-library name.
+
+Stdlib-only: the jail runs it.
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+import datetime
+import decimal
+import fractions
+import math
+import struct
+import types
+
+from .shapes import DICT_VIEWS, MAX_DEPTH, PATH_TYPES, NotEncodable, is_namedtuple_class, table_size
+from .stdnames import external_name
+
+_BIG = 1 << 53  # ints beyond what every JSON reader keeps exact travel as hex
+
+
+class Encoder:
+    """The encoding of one value (one frame's worth) for ``codec``: ``describe(obj, self)``
+    returns ``(kind, meta)`` of an object that travels as a handle; ``known`` maps ``id()`` of
+    objects the peer already holds to their numbers (``{"A": n}``)."""
+
+    def __init__(self, codec, describe, known: dict):
+        self.codec, self.describe, self.known = codec, describe, known
+        self.memo: dict[int, int] = {}
+        self.keep: list = []
+        self.open: set[int] = set()  # immutables being encoded (a cycle through one: refuse)
+        # Handles described in this value: a second one goes without its description (the
+        # receiver built its proxy from the first, earlier in the same value), so that
+        # classes the descriptions name (in annotations: ``hints``) are described once.
+        self.described: dict[int, str] = {}
+        self.describing: set[int] = set()  # id() of objects whose description is under way
+        self.hinting = 0  # annotations being encoded, nested (``hints``)
+
+    def fork(self) -> Encoder:
+        """An encoder of a value of its own inside this one (an annotation, see ``hints``):
+        its own numbering, this one's handles described and nesting of annotations."""
+        sub = Encoder(self.codec, self.describe, {})
+        sub.described, sub.describing, sub.hinting = \
+            self.described, self.describing, self.hinting
+        return sub
+
+    def handle(self, obj: object) -> object:
+        peer_ref = self.codec.peer_ref_of(obj)
+        if peer_ref is not None:
+            return {"H": peer_ref}
+        if self.describe is None:
+            raise NotEncodable(f"{type(obj).__name__} cannot be sent")
+        ref = self.codec.ref_of(obj)
+        kind = self.described.get(ref)
+        if kind is not None:
+            return {"h": [ref, kind, None]}
+        self.describing.add(id(obj))
+        try:
+            kind, meta = self.describe(obj, self)
+        finally:
+            self.describing.discard(id(obj))
+        self.described[ref] = kind
+        return {"h": [ref, kind, meta]}
+
+    def _container(self, obj: object, immutable: bool = False) -> object | None:
+        """A back-reference if ``obj`` was sent before in this value, else register it."""
+        key = id(obj)
+        if key in self.known:
+            return {"A": self.known[key]}
+        if key in self.memo:
+            if key in self.open:
+                raise NotEncodable("a cycle through an immutable container")
+            return {"@": self.memo[key]}
+        self.memo[key] = len(self.memo)
+        self.keep.append(obj)
+        if immutable:
+            self.open.add(key)
+        return None
+
+    def enc(self, x: object, depth: int) -> object:
+        t = type(x)
+        if x is None or t is bool or t is str:
+            return x
+        if t is int:
+            return x if -_BIG < x < _BIG else {"I": hex(x)}
+        if t is float:
+            return x if x == x else self._nan(x)
+        if depth > MAX_DEPTH:
+            raise NotEncodable("value nested too deeply")
+        d = depth + 1
+        if t is list:
+            ref = self._container(x)
+            return ref if ref is not None else [self.enc(i, d) for i in x]
+        if t is tuple:
+            ref = self._container(x, immutable=True)
+            if ref is not None:
+                return ref
+            out = {"t": [self.enc(i, d) for i in x]}
+            self.open.discard(id(x))
+            return out
+        if t is dict:
+            ref = self._container(x)
+            return ref if ref is not None else {"d": self.items(x, d)}
+        if t is set or t is frozenset:
+            ref = self._container(x, immutable=t is frozenset)
+            if ref is not None:
+                return ref
+            out = {"s" if t is set else "f": [[self.enc(i, d) for i in x], table_size(x)]}
+            self.open.discard(id(x))
+            return out
+        peer_ref = self.codec.peer_ref_of(x)
+        if peer_ref is not None:  # the peer's own object, going home
+            return {"H": peer_ref}
+        if t is bytes:
+            return {"b": base64.b64encode(x).decode()}
+        if t is bytearray:
+            ref = self._container(x)
+            return ref if ref is not None else {"ba": base64.b64encode(x).decode()}
+        special = _SPECIAL.get(t)
+        if special is not None:
+            return special(self, x, d)
+        if isinstance(x, BaseException):
+            return self._exception(x, d)
+        if t in DICT_VIEWS:
+            tag = "dk" if t is DICT_VIEWS[0] else "dv" if t is DICT_VIEWS[1] else "di"
+            return {tag: [self.enc(i, d) for i in x]}
+        if t in PATH_TYPES:
+            return {"P": [t.__name__, str(x)]}
+        if isinstance(x, tuple) and is_namedtuple_class(t):
+            ref = self._container(x, immutable=True)
+            if ref is not None:
+                return ref
+            out = {"N": [self.handle_or_name(t), [self.enc(i, d) for i in x]]}
+            self.open.discard(id(x))
+            return out
+        name = external_name(x, self.codec.names_callables)
+        if name is not None:
+            return {"x": name}
+        return self.handle(x)
+
+    def _nan(self, x: float) -> object:
+        """A NaN keeps its identity, which containers' ``==`` relies on (``[nan] == [nan]``
+        holds for one NaN object only, as ``nan != nan``): ``math.nan`` arrives as the
+        receiver's ``math.nan``; any other NaN is numbered as a container is, so one sent
+        twice, or sent back to its owner, is one object (and its bits, sign and payload
+        included, are kept)."""
+        if x is math.nan:
+            return {"nan": 0}
+        ref = self._container(x)
+        return ref if ref is not None else {"fn": struct.pack(">d", x).hex()}
+
+    def handle_or_name(self, cls: type, structural: bool = False) -> object:
+        """``cls`` by its standard-library name where it has one, else as a handle.
+        ``structural``: named even by the candidate process (a class's bases, which the
+        receiver only builds its mirror class from; see ``Decoder.structural``)."""
+        name = external_name(cls, self.codec.names_callables or structural)
+        return {"x": name} if name is not None else self.handle(cls)
+
+    def items(self, mapping, d: int) -> list:
+        return [[self.enc(k, d), self.enc(v, d)] for k, v in mapping.items()]
+
+    def _exception(self, exc: BaseException, d: int) -> object:
+        try:
+            text = str(exc)
+        except Exception:
+            text = f"<unprintable {type(exc).__name__}>"
+        attrs = {}
+        for key, value in list(getattr(exc, "__dict__", {}).items())[:50]:
+            if isinstance(key, str) and (not key.startswith("__") or key == "__notes__"):
+                attrs[key] = value
+        for key, value in _builtin_fields(exc):
+            attrs.setdefault(key, value)
+        cause = exc.__cause__ if d < 20 else None
+        return {"X": [self.handle_or_name(type(exc)), self.enc(list(exc.args), d),
+                      self.enc(attrs, d), text[:2000],
+                      self.enc(cause, d) if isinstance(cause, BaseException) else None]}
+
+
+_NOT_FIELDS = frozenset({"args", "message", "exceptions", "obj"})  # derived, or a whole object
+
+
+def _builtin_fields(exc: BaseException) -> list:
+    """The fields a builtin exception class keeps in C slots, not in ``__dict__`` nor always
+    in ``args`` (``OSError.filename``/``errno``, ``ImportError.name``, ``SyntaxError.lineno``,
+    ``AttributeError.name``...), read through the builtin class's own descriptor (a subclass's
+    property of the same name is the subclass's business)."""
+    fields = []
+    for klass in type(exc).__mro__:
+        if klass.__module__ != "builtins":
+            continue
+        for key, slot in vars(klass).items():
+            if key.startswith("__") or key in _NOT_FIELDS or not isinstance(
+                    slot, types.MemberDescriptorType | types.GetSetDescriptorType):
+                continue
+            try:
+                value = slot.__get__(exc, klass)
+            except Exception:  # an unset field (``characters_written``)
+                continue
+            if value is not None:  # None is unset (``OSError.filename2`` would show it)
+                fields.append((key, value))
+    return fields
+
+
+def _enc_counter(s: Encoder, x, d: int):
+    ref = s._container(x)
+    return ref if ref is not None else {"C": s.items(x, d)}
+
+
+def _enc_ordered(s: Encoder, x, d: int):
+    ref = s._container(x)
+    return ref if ref is not None else {"O": s.items(x, d)}
+
+
+def _enc_default(s: Encoder, x, d: int):
+    ref = s._container(x)
+    if ref is not None:
+        return ref
+    factory = None if x.default_factory is None else s.enc(x.default_factory, d)
+    return {"D": [factory, s.items(x, d)]}
+
+
+def _enc_deque(s: Encoder, x, d: int):
+    ref = s._container(x)
+    return ref if ref is not None else {"Q": [[s.enc(i, d) for i in x], x.maxlen]}
+
+
+_SPECIAL = {
+    collections.Counter: _enc_counter,
+    collections.OrderedDict: _enc_ordered,
+    collections.defaultdict: _enc_default,
+    collections.deque: _enc_deque,
+    complex: lambda s, x, d: {"c": [x.real, x.imag]},
+    range: lambda s, x, d: {"r": [s.enc(x.start, d), s.enc(x.stop, d), s.enc(x.step, d)]},
+    slice: lambda s, x, d: {"sl": [s.enc(x.start, d), s.enc(x.stop, d), s.enc(x.step, d)]},
+    type(Ellipsis): lambda s, x, d: {"E": 0},
+    type(NotImplemented): lambda s, x, d: {"NI": 0},
+    fractions.Fraction: lambda s, x, d: {"Fr": [s.enc(x.numerator, d), s.enc(x.denominator, d)]},
+    decimal.Decimal: lambda s, x, d: {"De": str(x)},
+    datetime.date: lambda s, x, d: {"dt": ["date", x.isoformat()]},
+    datetime.datetime: lambda s, x, d: {"dt": ["datetime", x.isoformat()]},
+    datetime.time: lambda s, x, d: {"dt": ["time", x.isoformat()]},
+    datetime.timedelta: lambda s, x, d: {"td": [x.days, x.seconds, x.microseconds]},
+}

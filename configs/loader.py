@@ -12,6 +12,7 @@ and every error names the dotted key and the bad value.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
 import json
 import types
@@ -88,8 +89,10 @@ def _build(cls: type, data: dict[str, Any], prefix: str) -> Any:
     unknown = sorted(set(data) - names)
     if unknown:
         where = f"{prefix}." if prefix else ""
-        raise ConfigError(
-            f"unknown key {where}{unknown[0]}; {cls.__name__} has: {', '.join(sorted(names))}")
+        near = difflib.get_close_matches(str(unknown[0]), sorted(names), n=1)
+        hint = f" (did you mean {where}{near[0]}?)" if near else ""
+        raise ConfigError(f"unknown key {where}{unknown[0]}{hint}; {cls.__name__} has: "
+                          f"{', '.join(sorted(names))}")
     kwargs = {name: _coerce(value, hints[name], f"{prefix}.{name}" if prefix else name)
               for name, value in data.items()}
     return cls(**kwargs)
@@ -161,17 +164,44 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
 
     >>> apply_overrides({"ppo": {"epochs": 2}}, ["ppo.learning_rate=0.001", "name=x"])
     {'ppo': {'epochs': 2, 'learning_rate': 0.001}, 'name': 'x'}
-    >>> apply_overrides({}, ["ppo.lr=1e-4"])  # doctest: +ELLIPSIS
+
+    An error an override brings in names that override (``--set ...: ``), so a mistake in a
+    command line is never blamed on the file:
+
+    >>> apply_overrides({}, ["ppo.learnig_rate=1e-4"])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    configs.errors.ConfigError: unknown key ppo.lr; PPOConfig has: advantage, clip_epsilon, ...
+    configs.errors.ConfigError: --set ppo.learnig_rate=1e-4: unknown key ppo.learnig_rate (did ...
     """
     if isinstance(overrides, str):  # one "key=value" would otherwise be read letter by letter
         raise TypeError("overrides: expected a list of 'key=value' strings, got one string")
-    merged = dict(data)
-    for item in overrides:
-        merged = _deep_merge(merged, parse_override(item), TrainConfig)
-    config_from_dict(merged)
+    config_from_dict(data)  # the data's own errors first (the caller names where it is from)
+    items = list(overrides)
+    merged = _merged(data, items)
+    try:
+        config_from_dict(merged)  # checked as a whole: some overrides only hold together
+    except ConfigError as exc:
+        raise ConfigError(f"{_culprit(data, items, str(exc))}: {exc}") from None
     return merged
+
+
+def _merged(data: dict[str, Any], items: list[str]) -> dict[str, Any]:
+    merged = dict(data)
+    for item in items:
+        merged = _deep_merge(merged, parse_override(item), TrainConfig)
+    return merged
+
+
+def _culprit(data: dict[str, Any], items: list[str], message: str) -> str:
+    """Which ``--set`` item brings in the error ``message`` (the data alone holds): the first
+    one without which that error is gone; all of them together where none is alone."""
+    for i, item in enumerate(items):
+        try:
+            config_from_dict(_merged(data, items[:i] + items[i + 1:]))
+        except ConfigError as exc:
+            if str(exc) == message:
+                continue
+        return f"--set {item}"
+    return "--set " + " ".join(items)
 
 
 def load_config(path: str | Path | None, overrides: Iterable[str] = ()) -> TrainConfig:
@@ -179,10 +209,11 @@ def load_config(path: str | Path | None, overrides: Iterable[str] = ()) -> Train
     (:func:`apply_overrides`); errors name ``path`` first."""
     data: dict[str, Any] = read_yaml(path) if path is not None else {}
     try:
-        return config_from_dict(apply_overrides(data, overrides))
+        config_from_dict(data)
     except ConfigError as exc:
         where = f"{path}: " if path is not None else ""
         raise ConfigError(f"{where}{exc}") from None
+    return config_from_dict(apply_overrides(data, overrides))  # errors name the --set item
 
 
 def config_to_dict(cfg: Any) -> dict[str, Any]:

@@ -153,6 +153,24 @@ def _mlflow_state(ctx: RunContext, step: int, roles: list[str], optimizers: bool
         return None
 
 
+def replayable_steps(ctx: RunContext) -> list[int]:
+    """The recorded steps whose start state is still kept: the state saved after the step
+    before (``_state``), an MLflow checkpoint of it, or step 1's fresh initialisation."""
+    starts = set(ctx.resume.steps())
+    if not ctx.cfg.warm_start.enabled:
+        starts.add(0)
+    try:
+        from artifacts.tracking import MlflowException, Tracker
+
+        tracker = Tracker.from_config(ctx.cfg.tracking)
+        run = tracker.training_run(ctx.run_id)
+        if run is not None:
+            starts.update(c.step for c in tracker.list_checkpoints(run.info.run_id))
+    except (MlflowException, OSError, ArtifactError):
+        pass  # no MLflow here: the kept states alone say it
+    return sorted(s for s in ctx.store.list_steps() if s - 1 in starts)
+
+
 def load_start_state(ctx: RunContext, step: int, roles: list[str], expected: dict[str, str],
                      *, optimizers: bool) -> dict[str, str]:
     """Put ``roles``' adapters (and optimizers) where step ``step`` started: the state saved
@@ -171,9 +189,11 @@ def load_start_state(ctx: RunContext, step: int, roles: list[str], expected: dic
         if source is None:
             kept = ", ".join(f"step={s}" for s in ctx.resume.steps()) or "none"
             wanted = ", ".join(f"{expected[r]} ({r})" for r in roles if r in expected)
+            can = ", ".join(str(s) for s in replayable_steps(ctx)) or "none"
             raise ReplayError(f"adapter version {wanted or '(unrecorded)'} of step {prev} is "
                               f"gone: {folder} does not exist and MLflow has no checkpoint of "
-                              f"step {prev} (kept states: {kept})")
+                              f"step {prev} (kept states: {kept}); steps whose start state is "
+                              f"kept, so they can be replayed: {can}")
     out = {}
     for role in roles:
         version = ctx.roles[role].version

@@ -184,8 +184,13 @@ def test_missing_adapter_version_is_named(run_copy):
     version = RunStore(str(run_copy), RUN).read_table(
         "chains", step=2, part="generator-1")["adapter_version"][0].as_py()
     with pytest.raises(ReplayError, match=f"adapter version {version} \\(generator\\) of step 1 "
-                                          "is gone"):
+                                          "is gone") as info:
         replay_stage(cfg, RUN, 2, "rollout")
+    # it names the steps that can be replayed: not 2 (its start state is what was removed)
+    listed = str(info.value).rsplit("so they can be replayed: ", 1)[1]
+    steps = [] if listed == "none" else [int(s) for s in listed.split(", ")]
+    assert 2 not in steps and set(steps) <= set(RunStore(str(run_copy), RUN).list_steps())
+    assert steps, str(info.value)  # the run keeps later states (and step 1 starts fresh)
 
 
 def test_cli_needs_failed_or_step_and_stage():

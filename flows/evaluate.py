@@ -50,6 +50,7 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from configs import load_config
+from tasks.progress import flow_run_name, name_flow_run
 
 # (metric, label) rows of the printed summary; pass@k rows are added per k.
 _SHOWN = (
@@ -145,7 +146,7 @@ def record_evaluation(cfg: Any, run_id: str, rows: list[dict[str, Any]],
             "mlflow_tracking_uri": tracker.tracking_uri}
 
 
-@flow(name="evaluate", log_prints=True)
+@flow(name="evaluate", log_prints=True, flow_run_name=flow_run_name)
 def evaluate(config: str = "configs/tiny.yaml", overrides: list[str] | None = None,
              model: str | None = None, problems: str = "demo", ids: list[str] | None = None,
              limit: int | None = None, k: list[int] | None = None, samples: int | None = None,
@@ -159,6 +160,7 @@ def evaluate(config: str = "configs/tiny.yaml", overrides: list[str] | None = No
     samples = samples or max(ks)
     chosen = load_problems(problems, ids=ids, limit=limit)
     run_id = run_id or f"eval-{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    name_flow_run(run_id, ["evaluation", f"config:{cfg.name}"])
     rows, metrics, described = evaluate_model(cfg, model, chosen, samples, ks, direct, tests,
                                               discriminator)
     params = {"model": model or cfg.model.generator, "problems": problems,

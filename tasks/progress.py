@@ -133,8 +133,9 @@ def name_flow_run(run_id: str, tags: list[str]) -> None:
 
 
 def flow_run_name() -> str:
-    """``flow_run_name`` of the train flow: the run id when it is given (the CLI always gives
-    it), else a placeholder that :func:`name_flow_run` replaces once the run id is known."""
+    """``flow_run_name`` of the train and evaluate flows: the run id when it is given (the
+    CLI always gives it to training), else a placeholder that :func:`name_flow_run` replaces
+    once the run id is known (never one of Prefect's random names)."""
     from prefect.runtime import flow_run
 
-    return str(flow_run.parameters.get("run_id") or "train (naming...)")
+    return str(flow_run.parameters.get("run_id") or f"{flow_run.flow_name} (naming...)")

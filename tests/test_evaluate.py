@@ -142,6 +142,13 @@ def test_evaluate_flow_records_everything(prefect_harness, tiny_model_dir, tmp_p
         f"tracking.tracking_uri={uri}", "sampling.max_new_tokens=8",
         "rewards.mutants_per_problem=2"], problems="demo", ids=["add", "is_even"], k=[1, 2],
         samples=2, run_id="eval-test")
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
+
+    with get_client(sync_client=True) as client:  # named like a training run, not at random
+        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            tags=FlowRunFilterTags(all_=["evaluation"])))
+    assert "eval-test" in [r.name for r in runs], [r.name for r in runs]
     rows = RunStore(str(tmp_path / "runs"), "eval-test").read("evaluations")
     assert len(rows) == 2 * 2 * 2  # problems x samples x (chain, direct)
     assert sorted(set(rows["mode"])) == ["chain", "direct"]

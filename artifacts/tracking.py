@@ -85,14 +85,26 @@ def run_page(tracking_uri: str, experiment_id: str, run_id: str) -> tuple[str, s
 
     >>> run_page("http://mlflow:5000/", "1", "abc")
     ('http://mlflow:5000/#/experiments/1/runs/abc', None)
-    >>> run_page("sqlite:///runs/m.db", "1", "abc")[1]
-    'mlflow ui --backend-store-uri sqlite:///runs/m.db --host 127.0.0.1 --workers 1'
+    >>> run_page("sqlite:///runs/m.db", "1", "abc")[1]  # doctest: +ELLIPSIS
+    '...mlflow ui --backend-store-uri sqlite:///runs/m.db --host 127.0.0.1 --workers 1'
     """
     path = f"#/experiments/{experiment_id}/runs/{run_id}"
     if tracking_uri.startswith(("http://", "https://")):
         return f"{tracking_uri.rstrip('/')}/{path}", None
     return (f"http://127.0.0.1:5000/{path}",
-            f"mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1 --workers 1")
+            f"{mlflow_cli()} ui --backend-store-uri {tracking_uri} --host 127.0.0.1 --workers 1")
+
+
+def mlflow_cli() -> str:
+    """The ``mlflow`` command of this interpreter's environment, as a fresh shell in the
+    repository root can run it (``.venv/bin/mlflow``: a fresh shell has no activated venv,
+    so a bare ``mlflow`` is not found); a bare ``mlflow`` where there is none beside it."""
+    import sys
+
+    beside = Path(sys.executable).parent / "mlflow"
+    if not beside.is_file():
+        return "mlflow"
+    return str(beside.relative_to(REPO)) if beside.is_relative_to(REPO) else str(beside)
 
 
 def git_commit(repo: Path = REPO) -> str:

@@ -250,3 +250,17 @@ def test_a_dataset_logged_by_two_runs_at_once_is_linked_not_lost(tracker, monkey
     monkeypatch.setattr(tracker.client, "log_inputs", broken)
     with pytest.raises(MlflowException, match="something else"):
         tracker.log_dataset(run_id, frame, name="problems:race", source="demo")
+
+
+def test_the_mlflow_ui_command_runs_in_a_fresh_shell():
+    """The summary's ``mlflow ui`` command must work in a shell with no venv activated."""
+    import subprocess
+
+    from artifacts.tracking import REPO, run_page
+
+    _, command = run_page("sqlite:///x.db", "1", "abc")
+    program = command.split()[0]
+    done = subprocess.run(["/bin/sh", "-c", f"{program} --version"], cwd=REPO, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "MLFLOW_DISABLE_TELEMETRY": "true"},
+                          capture_output=True, text=True)
+    assert done.returncode == 0, (program, done.stderr[-500:])

@@ -253,16 +253,10 @@ def test_bad_problem_file_fails_train_before_prefect_starts(tmp_path, content):
     home = tmp_path / "prefect"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(PREFECT_HOME=str(home), PYTHONPATH=str(REPO))
-    base = time.monotonic()
-    subprocess.run([sys.executable, "-c", "import flows.train"], env=env, cwd=REPO, check=True,
-                   timeout=300)
-    import_s = time.monotonic() - base
-    t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "flows.train", "--config", "configs/minimal.yaml",
                            "--artifacts-root", str(tmp_path / "runs"),
                            "--set", f"problems.source={path}"],
                           capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
-    elapsed = time.monotonic() - t0
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr and str(path) in proc.stderr
     if b"no-tests" in content:
@@ -271,5 +265,3 @@ def test_bad_problem_file_fails_train_before_prefect_starts(tmp_path, content):
     assert not (home / "prefect.db").exists()
     assert not (tmp_path / "runs").exists()
     assert "Prefect" not in proc.stdout + proc.stderr
-    # the run costs its imports and a moment, not a server start (9-34 s on 2 cores)
-    assert elapsed < import_s + 5, (elapsed, import_s)

@@ -27,6 +27,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Mapping
@@ -99,8 +100,6 @@ def mlflow_cli() -> str:
     """The ``mlflow`` command of this interpreter's environment, as a fresh shell in the
     repository root can run it (``.venv/bin/mlflow``: a fresh shell has no activated venv,
     so a bare ``mlflow`` is not found); a bare ``mlflow`` where there is none beside it."""
-    import sys
-
     beside = Path(sys.executable).parent / "mlflow"
     if not beside.is_file():
         return "mlflow"

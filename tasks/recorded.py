@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -130,9 +131,9 @@ def recorded_versions(store: RunStore, step: int) -> dict[str, str]:
     return found
 
 
-def _mlflow_state(ctx: RunContext, step: int, roles: list[str], optimizers: bool) -> str | None:
-    """Load ``roles`` from the run's MLflow stage checkpoint of ``step``, if there is one."""
-    from artifacts.checkpoints import ADAPTER_DIR, OPTIMIZER_FILE
+def _mlflow_checkpoints(ctx: RunContext) -> tuple[Any, str, list] | None:
+    """``(tracker, MLflow run id, stage checkpoints)`` of the run's training run; None when
+    MLflow has no such run or cannot be reached."""
     from artifacts.tracking import MlflowException, Tracker
 
     try:
@@ -140,17 +141,32 @@ def _mlflow_state(ctx: RunContext, step: int, roles: list[str], optimizers: bool
         run = tracker.training_run(ctx.run_id)
         if run is None:
             return None
-        found = {c.role: c for c in tracker.list_checkpoints(run.info.run_id) if c.step == step}
-        if not all(r in found for r in roles):
-            return None
+        return tracker, run.info.run_id, tracker.list_checkpoints(run.info.run_id)
+    except (MlflowException, OSError, ArtifactError):
+        return None
+
+
+def _mlflow_state(ctx: RunContext, step: int, roles: list[str], optimizers: bool) -> str | None:
+    """Load ``roles`` from the run's MLflow stage checkpoint of ``step``, if there is one."""
+    from artifacts.checkpoints import ADAPTER_DIR, OPTIMIZER_FILE
+    from artifacts.tracking import MlflowException
+
+    known = _mlflow_checkpoints(ctx)
+    if known is None:
+        return None
+    tracker, mlflow_run_id, checkpoints = known
+    found = {c.role: c for c in checkpoints if c.step == step}
+    if not all(r in found for r in roles):
+        return None
+    try:
         with tempfile.TemporaryDirectory() as tmp:
             for role in roles:
                 local = tracker.load_checkpoint(found[role], Path(tmp) / role)
                 ctx.roles[role].load(local / ADAPTER_DIR,
                                      local / OPTIMIZER_FILE if optimizers else None)
-        return f"MLflow checkpoint of step {step} (run {run.info.run_id})"
     except (MlflowException, OSError, ArtifactError):
         return None
+    return f"MLflow checkpoint of step {step} (run {mlflow_run_id})"
 
 
 def replayable_steps(ctx: RunContext) -> list[int]:
@@ -159,15 +175,9 @@ def replayable_steps(ctx: RunContext) -> list[int]:
     starts = set(ctx.resume.steps())
     if not ctx.cfg.warm_start.enabled:
         starts.add(0)
-    try:
-        from artifacts.tracking import MlflowException, Tracker
-
-        tracker = Tracker.from_config(ctx.cfg.tracking)
-        run = tracker.training_run(ctx.run_id)
-        if run is not None:
-            starts.update(c.step for c in tracker.list_checkpoints(run.info.run_id))
-    except (MlflowException, OSError, ArtifactError):
-        pass  # no MLflow here: the kept states alone say it
+    known = _mlflow_checkpoints(ctx)  # None: no MLflow here, the kept states alone say it
+    if known is not None:
+        starts.update(c.step for c in known[2])
     return sorted(s for s in ctx.store.list_steps() if s - 1 in starts)
 
 

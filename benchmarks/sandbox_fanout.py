@@ -48,12 +48,14 @@ import sys
 import time
 from pathlib import Path
 
+import ray
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from configs import load_config  # noqa: E402
 from pipeline.execution import Suite, plan_jobs, problem_mutants  # noqa: E402
 from problems import load_problems  # noqa: E402
-from sandbox import execute_many  # noqa: E402
+from sandbox import Limits, execute_many  # noqa: E402
 from sandbox.fanout import RayExecutor, shutdown  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -84,23 +86,20 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--cpus", type=int, default=2, help="local pool workers = Ray CPUs")
     args = parser.parse_args()
-    options = {"timeout_s": 3.0, "memory_mb": 512, "max_output_bytes": 65536,
-               "isolation": "auto"}
+    limits = Limits(timeout_s=3.0)
     problems = load_problems("humaneval")
     batches = {name: step_jobs(problems, path) for name, path in CONFIGS.items()}
     batches["humaneval"] = ([(p.reference_program, list(p.baseline_tests)) for p in problems],
                             f"{len(problems)} canonical suites")
 
-    import ray
-
     t0 = time.perf_counter()
     ray.init(num_cpus=args.cpus, log_to_driver=False, include_dashboard=False,
              configure_logging=False)
-    fan = RayExecutor(options)
+    fan = RayExecutor(limits)
     ray_start = time.perf_counter() - t0
 
     def local(jobs):
-        return execute_many(jobs, workers=args.cpus, **options)
+        return execute_many(jobs, limits, workers=args.cpus)
 
     trivial = [("x = 1", ["assert x == 1"])] * args.cpus
     for jobs, _ in batches.values():  # warm: pools started, tests planned, on both sides

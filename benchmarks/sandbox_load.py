@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.sandbox_throughput import humaneval_records, stub_program  # noqa: E402
 from problems import load_problems  # noqa: E402
-from sandbox import SandboxError, execute_many  # noqa: E402
+from sandbox import Limits, SandboxError, execute_many  # noqa: E402
 from sandbox.jailside.layout import exported_names  # noqa: E402
 
 TIMEOUT_S = 5.0  # CPU (and idle) seconds per step: generous, HumanEval's tests need < 0.1 s
@@ -353,7 +353,7 @@ def judge_jobs(jobs: Sequence[Job], scenario: str = "quiet", *, mem_size: int | 
         t0 = time.perf_counter()
         try:
             results = execute_many([(j.code, list(j.tests)) for j in jobs],
-                                   timeout_s=timeout_s, workers=workers)
+                                   Limits(timeout_s=timeout_s), workers=workers)
         except SandboxError as exc:  # no worker starts at all: no verdict on anything
             print(f"{scenario}: SandboxError {exc}", file=sys.stderr)
             results = None

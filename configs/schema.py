@@ -10,9 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from configs.errors import ConfigError
+from configs.names import DISCRIMINATOR_REWARDS, GENERATOR_REWARDS
 from configs.sections import (
-    DISCRIMINATOR_REWARDS,
-    GENERATOR_REWARDS,
     ArtifactsConfig,
     EvaluationConfig,
     LoraConfig,

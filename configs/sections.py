@@ -12,7 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from configs.errors import ConfigError
-from configs.names import ROLES, STAGES
+from configs.names import DISCRIMINATOR_REWARDS, GENERATOR_REWARDS, ROLES, STAGES
+from sandbox.result import EXECUTORS, ISOLATIONS, Limits, Placement
+
+_LIMITS, _PLACEMENT = Limits(), Placement()  # the sandbox's defaults live there, not here
 
 
 def _check(ok: bool, key: str, value: object, why: str) -> None:
@@ -118,45 +121,58 @@ class SamplingConfig:
 
 @dataclass(frozen=True)
 class SandboxConfig:
-    """Limits for running untrusted generated code (see ``sandbox`` for what they protect)."""
+    """Limits for running untrusted generated code (see ``sandbox`` for what they protect), and
+    where it runs. The run's code passes them on typed: :meth:`limits` and :meth:`placement`;
+    the defaults are ``sandbox.Limits``'s and ``sandbox.Placement``'s."""
 
-    timeout_s: float = 2.0
-    """Wall-clock limit per test."""
-    memory_mb: int = 512
-    """Address-space limit of the jailed process."""
-    workers: int | None = None
+    timeout_s: float = _LIMITS.timeout_s
+    """CPU seconds per step of a test (the candidate's import, a module's collection, its run),
+    and as many seconds of sleeping or blocking (``sandbox.Limits.timeout_s``)."""
+    memory_mb: int = _LIMITS.memory_mb
+    """Address-space limit of each jailed process."""
+    workers: int | None = _PLACEMENT.workers
     """Parallel jailed workers; ``None`` means one per CPU core."""
-    isolation: str = "auto"
+    isolation: str = _PLACEMENT.isolation
     """``auto`` (bubblewrap when it works, else process limits), ``bwrap`` (required) or
     ``process`` (rlimits and a scrubbed environment only)."""
-    max_output_bytes: int = 65536
-    """Captured stdout/stderr per job; the rest is discarded."""
-    executor: str = "local"
+    max_output_bytes: int = _LIMITS.max_output_bytes
+    """The candidate's printed output kept per job, for people; the rest is discarded."""
+    executor: str = _PLACEMENT.executor
     """Where a step's jobs run: ``local`` (a jailed pool in the flow's process) or ``ray``
     (shards as Ray tasks, each on a jailed pool in a Ray worker; ``sandbox.fanout``)."""
-    ray_address: str | None = None
+    ray_address: str | None = _PLACEMENT.ray_address
     """With ``executor: ray``: the cluster to use; null means ``$RAY_ADDRESS`` when set, else
     a Ray instance started in the flow's process."""
-    ray_shards: int | None = None
+    ray_shards: int | None = _PLACEMENT.ray_shards
     """With ``executor: ray``: Ray tasks per step; null means one per CPU of the cluster."""
+
+    def limits(self) -> Limits:
+        """What each job may use (``fsize_mb`` and ``nofile`` keep ``Limits``'s defaults)."""
+        return Limits(timeout_s=self.timeout_s, memory_mb=self.memory_mb,
+                      max_output_bytes=self.max_output_bytes)
+
+    def placement(self) -> Placement:
+        """Where the jobs run: isolation, workers and executor."""
+        return Placement(isolation=self.isolation, workers=self.workers, executor=self.executor,
+                         ray_address=self.ray_address, ray_shards=self.ray_shards)
 
     def __post_init__(self) -> None:
         _check(self.timeout_s > 0, "sandbox.timeout_s", self.timeout_s, "must be > 0")
         _check(self.memory_mb >= 64, "sandbox.memory_mb", self.memory_mb, "must be >= 64")
         _check(self.workers is None or self.workers >= 1, "sandbox.workers", self.workers,
                "must be >= 1 or null")
-        _check(self.isolation in ("auto", "bwrap", "process"), "sandbox.isolation",
-               self.isolation, "must be auto, bwrap or process")
+        _check(self.isolation in ISOLATIONS, "sandbox.isolation", self.isolation,
+               f"must be {', '.join(ISOLATIONS[:-1])} or {ISOLATIONS[-1]}")
         _check(self.max_output_bytes >= 1024, "sandbox.max_output_bytes",
                self.max_output_bytes, "must be >= 1024")
-        _check(self.executor in ("local", "ray"), "sandbox.executor", self.executor,
-               "must be local or ray")
+        _check(self.executor in EXECUTORS, "sandbox.executor", self.executor,
+               f"must be {', '.join(EXECUTORS[:-1])} or {EXECUTORS[-1]}")
         _check(self.ray_shards is None or self.ray_shards >= 1, "sandbox.ray_shards",
                self.ray_shards, "must be >= 1 or null")
-
-
-GENERATOR_REWARDS = ("pass_rate", "shifted_pass_rate", "baseline_pass_rate")
-DISCRIMINATOR_REWARDS = ("adversarial_validity", "valid_invalid_bugcatch", "mutation_kill")
+        try:  # what the sandbox itself refuses (e.g. timeout_s over an hour), at start-up
+            self.limits()
+        except ValueError as exc:
+            raise ConfigError(f"sandbox.{exc}") from None  # its message starts with the field
 
 
 @dataclass(frozen=True)

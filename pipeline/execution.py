@@ -7,8 +7,8 @@ deduplicated before it reaches the sandbox: samples of one problem share many te
 reference and each mutant run every distinct test of the problem once.
 
 ``build_suites``/``plan_jobs``/``execution_rows`` are pure; ``run_jobs`` is injected (the
-sandbox's ``execute_many`` through :func:`sandbox_runner` in training and evaluation, a fake in
-unit tests). Mutants are :func:`problem_mutants`: seeded by the problem id, so training,
+sandbox's runner under the run's limits, :func:`sandbox_runner`, in training and evaluation, a
+fake in unit tests). Mutants are :func:`problem_mutants`: seeded by the problem id, so training,
 replay and evaluation mutate a problem the same way.
 """
 
@@ -25,6 +25,7 @@ from models.seeds import derive_seed
 from pipeline.chains import Row, SampleKey, kept_tests
 from problems import Problem
 from rewards.mutants import Mutant, make_mutants
+from sandbox import job_runner
 
 NOT_RUN = "not_run"  # candidate status when the stage-5 output held no usable code
 NO_LIMITS = "{}"     # limits of a row that did not run (or of a sandbox that reports none)
@@ -146,16 +147,9 @@ def problem_mutants(problem: Problem, n: int) -> list[Mutant]:
 
 
 def sandbox_runner(sandbox: SandboxConfig) -> RunJobs:
-    """``execute_many`` under the run's sandbox limits, in this process or fanned out over
-    Ray (``sandbox.executor``)."""
-    from sandbox import execute_many, options_from_config
-
-    options = options_from_config(sandbox)
-    if sandbox.executor == "ray":
-        from sandbox.fanout import RayExecutor
-
-        return RayExecutor(options, address=sandbox.ray_address, shards=sandbox.ray_shards)
-    return lambda jobs: execute_many(jobs, **options)
+    """The sandbox's runner under the run's limits, in this process or fanned out over Ray
+    (``sandbox.executor``)."""
+    return job_runner(sandbox.limits(), sandbox.placement())
 
 
 def run_suites(suites: Sequence[Suite], mutants: dict[str, list[Mutant]],

@@ -18,10 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 
 from problems.loaders import load_problem_set, select
 from problems.model import ProblemLoadError
 from problems.report import by_count
+from problems.validate import VET_LIMITS
+from problems.vet import vet
 from sandbox.cli import positive_seconds
 
 
@@ -36,10 +39,8 @@ def _at_least_one(text: str) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from problems.vet import vet
-
     report = vet(args.source, execute=not args.no_exec, repair=not args.no_repair,
-                 timeout_s=args.timeout)
+                 limits=replace(VET_LIMITS, timeout_s=args.timeout))
     issues = sorted(report.issues, key=lambda i: i.index)  # stable: field order kept
     if args.json:
         print(json.dumps(dict(report.to_dict(), issues=[i.__dict__ for i in issues]),
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="structural checks only (do not run references in the sandbox)")
     v.add_argument("--no-repair", action="store_true",
                    help="report recorded-format defects as issues instead of repairing them")
-    v.add_argument("--timeout", type=positive_seconds, default=5.0,
+    v.add_argument("--timeout", type=positive_seconds, default=VET_LIMITS.timeout_s,
                    help="seconds per baseline test")
     v.add_argument("--json", action="store_true", help="print the whole report as JSON")
     v.set_defaults(run=_validate)

@@ -12,16 +12,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from problems.model import Problem, ProblemIssue
+from sandbox import Limits, Placement, execute_many
+
+VET_LIMITS = Limits(timeout_s=5.0)
+"""What a reference may use when a problem file is checked on its own (``python -m problems
+validate``, :func:`execution_issues`): more time per step than a training run's default, so a
+slow reference on a busy machine is not reported as a broken problem. A training run vets under
+its own ``sandbox`` limits instead."""
 
 
-def execution_issues(problems: Sequence[Problem], timeout_s: float = 5.0,
-                     **options) -> list[ProblemIssue]:
+def execution_issues(problems: Sequence[Problem], limits: Limits = VET_LIMITS, *,
+                     workers: int | None = Placement.workers,
+                     isolation: str = Placement.isolation) -> list[ProblemIssue]:
     """Run each problem's reference program against its baseline tests; report every test the
     reference does not pass (status and message from the sandbox)."""
-    from sandbox import execute_many
-
     results = execute_many([(p.reference_program, list(p.baseline_tests)) for p in problems],
-                           timeout_s=timeout_s, **options)
+                           limits, workers=workers, isolation=isolation)
     issues = []
     for index, (problem, result) in enumerate(zip(problems, results, strict=True)):
         for i, outcome in enumerate(result.outcomes):

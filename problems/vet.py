@@ -1,7 +1,8 @@
 """Vet a problem source for training, and load the problems a training run uses.
 
     from problems.vet import vet, load_for_run
-    report = vet("../shared/data/leetcode_formatted.json", timeout_s=2.0)
+    from sandbox import Limits
+    report = vet("../shared/data/leetcode_formatted.json", limits=Limits(timeout_s=2.0))
     report.counts()      # {'total': 720, 'valid': ..., 'repaired_by': {...}, 'skipped_by': {...}}
     problems = load_for_run(source, on_invalid="skip", limit=4)   # problems.report is the report
 
@@ -17,16 +18,17 @@ and selects the run's problems.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from problems.convert import call_shape
 from problems.loaders import load_problem_set, select
 from problems.model import Problem, ProblemIssue, ProblemLoadError, ProblemSet
 from problems.repairs import REPAIRS, candidates, failure_kind, render
 from problems.report import REPORT_FORMAT, RepairRecord, SkippedProblem, VetReport
+from problems.validate import VET_LIMITS
+from sandbox import ExecutionResult, Limits, Placement, execute_many
 
 __all__ = ["ON_INVALID", "REPAIRS", "REPORT_FORMAT", "RUN_RECORD", "RepairRecord",
            "RunProblems", "SkippedProblem", "VetReport", "invalid_message", "load_for_run",
@@ -37,18 +39,26 @@ RUN_RECORD = "problems.json"  # the report's name in a run store's ``_run/`` and
 
 # -- vetting --------------------------------------------------------------------------------------
 
-def _run(jobs: list[tuple[str, list[str]]], options: dict[str, Any]) -> list:
-    from sandbox import execute_many
+Jobs = list[tuple[str, list[str]]]
 
-    if not jobs:
-        return []
-    results = execute_many(jobs, **options)
-    again = [i for i, r in enumerate(results) if any(o.status == "infra" for o in r.outcomes)]
-    if again:  # the harness failed, not the reference: once more before it counts
-        for i, result in zip(again, execute_many([jobs[i] for i in again], **options),
-                             strict=True):
-            results[i] = result
-    return results
+
+def _runner(limits: Limits, workers: int | None,
+            isolation: str) -> Callable[[Jobs], list[ExecutionResult]]:
+    """Runs references on this process's pool (vetting comes before any Ray executor starts);
+    a job with an ``infra`` verdict runs once more."""
+    def run(jobs: Jobs) -> list[ExecutionResult]:
+        if not jobs:
+            return []
+        results = execute_many(jobs, limits, workers=workers, isolation=isolation)
+        again = [i for i, r in enumerate(results) if r.infra]
+        if again:  # the harness failed, not the reference: once more before it counts
+            retried = execute_many([jobs[i] for i in again], limits, workers=workers,
+                                   isolation=isolation)
+            for i, result in zip(again, retried, strict=True):
+                results[i] = result
+        return results
+
+    return run
 
 
 def _structural_skips(problem_set: ProblemSet) -> list[SkippedProblem]:
@@ -60,21 +70,23 @@ def _structural_skips(problem_set: ProblemSet) -> list[SkippedProblem]:
 
 
 def vet(source: str | Path, *, execute: bool = True, repair: bool = True,
-        timeout_s: float = 5.0, **sandbox_options: Any) -> VetReport:
+        limits: Limits = VET_LIMITS, workers: int | None = Placement.workers,
+        isolation: str = Placement.isolation) -> VetReport:
     """Load ``source``, run every structurally sound reference against its baseline tests in
-    the sandbox (``execute``), repair recorded-format defects (``repair``; the rules are in
-    ``problems.repairs``) and report. Raises ``ProblemLoadError`` only for a source that cannot
-    be read at all; a bad problem is a skipped entry of the report."""
+    the sandbox (``execute``: under ``limits``, on a pool of ``workers`` at ``isolation``),
+    repair recorded-format defects (``repair``; the rules are in ``problems.repairs``) and
+    report. Raises ``ProblemLoadError`` only for a source that cannot be read at all; a bad
+    problem is a skipped entry of the report."""
     problem_set = load_problem_set(source)
     report = VetReport(source=str(source), total=problem_set.total,
                        skipped=_structural_skips(problem_set), executed=execute,
-                       timeout_s=timeout_s if execute else None)
+                       timeout_s=limits.timeout_s if execute else None)
     if not execute:
         report.problems, report.indices = list(problem_set.problems), list(problem_set.indices)
         return report
-    options = {"timeout_s": timeout_s, **sandbox_options}
+    run = _runner(limits, workers, isolation)
     problems = problem_set.problems
-    results = _run([(p.reference_program, list(p.baseline_tests)) for p in problems], options)
+    results = run([(p.reference_program, list(p.baseline_tests)) for p in problems])
     failing = {k: [i for i, o in enumerate(r.outcomes) if not o.passed]
                for k, r in enumerate(results)}
     failing = {k: v for k, v in failing.items() if v}
@@ -99,8 +111,8 @@ def vet(source: str | Path, *, execute: bool = True, repair: bool = True,
         for k, i, names, test in tried:
             by_problem.setdefault(k, []).append((i, names, test))
         order = sorted(by_problem)
-        outcomes = _run([(problems[k].reference_program, [t for _, _, t in by_problem[k]])
-                         for k in order], options)
+        outcomes = run([(problems[k].reference_program, [t for _, _, t in by_problem[k]])
+                        for k in order])
         for k, result in zip(order, outcomes, strict=True):
             for (i, names, test), outcome in zip(by_problem[k], result.outcomes, strict=True):
                 if outcome.passed:
@@ -109,7 +121,7 @@ def vet(source: str | Path, *, execute: bool = True, repair: bool = True,
         complete = [k for k in sorted(fixes) if set(fixes[k]) == set(failing[k])]
         suites = {k: [fixes[k][i][1] if i in fixes[k] else t
                       for i, t in enumerate(problems[k].baseline_tests)] for k in complete}
-        checks = _run([(problems[k].reference_program, suites[k]) for k in complete], options)
+        checks = run([(problems[k].reference_program, suites[k]) for k in complete])
         for k, result in zip(complete, checks, strict=True):
             if not result.all_passed:
                 fixes.pop(k)
@@ -160,11 +172,11 @@ class RunProblems(list):
 _CACHE: dict[tuple, VetReport] = {}
 
 
-def _cache_key(source: str, execute: bool, options: dict[str, Any]) -> tuple:
+def _cache_key(source: str, *how: object) -> tuple:
     path = Path(source)
     stat = path.stat() if path.is_file() else None
     where = (str(path.resolve()), stat.st_mtime_ns, stat.st_size) if stat else (source,)
-    return (*where, execute, tuple(sorted(options.items())))
+    return (*where, *how)
 
 
 def invalid_message(report: VetReport, limit: int = 50) -> str:
@@ -185,10 +197,12 @@ def invalid_message(report: VetReport, limit: int = 50) -> str:
 
 def load_for_run(source: str | Path, *, on_invalid: str = "fail",
                  ids: Sequence[str] | None = None, limit: int | None = None,
-                 curriculum: bool = False, timeout_s: float = 2.0, quiet: bool = False,
-                 **sandbox_options: Any) -> RunProblems:
-    """The problems a training run uses: ``source`` vetted (:func:`vet`, with the run's
-    sandbox limits), then selected (``ids``, ``curriculum``, ``limit``).
+                 curriculum: bool = False, limits: Limits | None = None,
+                 workers: int | None = Placement.workers, isolation: str = Placement.isolation,
+                 quiet: bool = False) -> RunProblems:
+    """The problems a training run uses: ``source`` vetted (:func:`vet`, under the run's
+    sandbox ``limits``, default ``Limits()``, ``workers`` and ``isolation``), then selected
+    (``ids``, ``curriculum``, ``limit``).
 
     ``on_invalid='fail'``: any invalid problem raises ``ProblemLoadError`` listing them all and
     naming the setting (structural issues fail at once, before any reference runs).
@@ -199,8 +213,8 @@ def load_for_run(source: str | Path, *, on_invalid: str = "fail",
     if on_invalid not in ON_INVALID:
         raise ValueError(f"on_invalid={on_invalid!r}: must be one of {', '.join(ON_INVALID)}")
     name = str(source)
-    options = {"timeout_s": timeout_s, **sandbox_options}
-    key = _cache_key(name, True, options)
+    limits = limits or Limits()
+    key = _cache_key(name, limits, workers, isolation)
     report = _CACHE.get(key)
     fresh = report is None
     if fresh:
@@ -209,7 +223,7 @@ def load_for_run(source: str | Path, *, on_invalid: str = "fail",
             if structural.skipped:
                 raise ProblemLoadError(name, structural.issues,
                                        message=invalid_message(structural))
-        report = vet(name, **options)
+        report = vet(name, limits=limits, workers=workers, isolation=isolation)
         _CACHE[key] = report
     if report.skipped and on_invalid == "fail":
         raise ProblemLoadError(name, report.issues, message=invalid_message(report))

@@ -1,8 +1,9 @@
 """Reward functions: plain functions over one sample's execution results, chosen by name.
 
 Every function has the signature ``fn(outcome: SampleOutcome, cfg: RewardConfig) -> float``
-and is registered under the name ``configs/sections.py`` uses, so a YAML file picks rewards and
-weights (``rewards.generator: {pass_rate: 1.0}``) without code changes (open-r1's pattern).
+and is registered under its own name, which ``configs.names.REWARDS`` declares (with the role
+it scores), so a YAML file picks rewards and weights (``rewards.generator: {pass_rate: 1.0}``)
+without code changes (open-r1's pattern).
 :func:`compute_rewards` applies the weights and returns every component for the rewards table.
 
 Conventions shared by all rewards (``DESIGN.md``, *Rewards*):
@@ -23,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from configs import names
 from configs.schema import RewardConfig
 from rewards.outcome import INFRA, SampleOutcome, TestVerdict
 
@@ -199,16 +201,20 @@ def mutation_kill(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     return sum(killed) / outcome.n_mutants
 
 
-GENERATOR_REWARDS: dict[str, RewardFn] = {
-    "pass_rate": pass_rate,
-    "shifted_pass_rate": shifted_pass_rate,
-    "baseline_pass_rate": baseline_pass_rate,
-}
-DISCRIMINATOR_REWARDS: dict[str, RewardFn] = {
-    "adversarial_validity": adversarial_validity,
-    "valid_invalid_bugcatch": valid_invalid_bugcatch,
-    "mutation_kill": mutation_kill,
-}
+def _registry(declared: tuple[str, ...], *functions: RewardFn) -> dict[str, RewardFn]:
+    """``functions`` by their own names, in the order ``configs.names`` declares the names; a
+    declared name without a function (or a function under no declared name) fails at import."""
+    by_name = {fn.__name__: fn for fn in functions}
+    if set(by_name) != set(declared):
+        raise ImportError(f"reward functions {sorted(by_name)} do not match the names "
+                          f"configs.names declares: {sorted(declared)}")
+    return {name: by_name[name] for name in declared}
+
+
+GENERATOR_REWARDS = _registry(names.GENERATOR_REWARDS,
+                              pass_rate, shifted_pass_rate, baseline_pass_rate)
+DISCRIMINATOR_REWARDS = _registry(names.DISCRIMINATOR_REWARDS,
+                                  adversarial_validity, valid_invalid_bugcatch, mutation_kill)
 
 
 @dataclass(frozen=True)
@@ -273,9 +279,9 @@ def compute_rewards(outcome: SampleOutcome, cfg: RewardConfig) -> RewardBreakdow
         "n_mutants": float(outcome.n_mutants),
     }
     if masked:
-        names = [*GENERATOR_REWARDS, *DISCRIMINATOR_REWARDS]
+        registered = [*GENERATOR_REWARDS, *DISCRIMINATOR_REWARDS]
         components |= dict.fromkeys(("pass_rate", "validity", "bug_catch", "mutation_kill"))
-        components |= {f"reward/{name}": None for name in names}
+        components |= {f"reward/{name}": None for name in registered}
         components |= {"generator_reward": None, "discriminator_reward": None}
         return RewardBreakdown(generator=None, discriminator=None, components=components)
     raw = {name: fn(outcome, cfg) for name, fn in GENERATOR_REWARDS.items()}

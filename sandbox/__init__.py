@@ -1,8 +1,10 @@
 """Run untrusted generated code against (untrusted) tests, and judge it with real pytest.
 
-    from sandbox import execute, execute_many, validate_tests
+    from sandbox import Limits, Placement, execute, execute_many, job_runner, validate_tests
     result = execute(code, ["assert add(1, 2) == 3", "def test_x():\\n    assert add(0, 0) == 0"])
     result.passed, result.total, result.outcomes[0].status, result.isolation
+    run = job_runner(Limits(timeout_s=5.0), Placement(workers=2))  # a batch's runner, typed
+    results = run([(code, tests), ...])
 
     python -m sandbox run --code solution.py --tests test_solution.py [--json]
 
@@ -14,20 +16,30 @@ is protected and the deliberate deviations from pytest.
 
 Host side: ``api`` (entry points), ``judge`` (the job's message; verdicts from the reply),
 ``pool`` (warm workers; re-runs alone; who is charged), ``jail`` (bubblewrap), ``result``
-(records and ``Limits``), ``fanout`` (Ray). Jail side (stdlib-only until pytest is imported):
-``jailside``.
+(records, ``Limits`` and ``Placement``: the defaults, in one place), ``fanout`` (Ray). Jail
+side (stdlib-only until pytest is imported): ``jailside``.
 """
 
 from sandbox.api import (
+    RunJobs,
     Sandbox,
     close_all,
     execute,
     execute_many,
-    options_from_config,
+    job_runner,
     validate_tests,
 )
 from sandbox.jail import SandboxError
-from sandbox.result import STATUSES, ExecutionResult, Limits, TestOutcome
+from sandbox.result import (
+    EXECUTORS,
+    ISOLATIONS,
+    STATUSES,
+    ExecutionResult,
+    Limits,
+    Placement,
+    TestOutcome,
+)
 
-__all__ = ["STATUSES", "ExecutionResult", "Limits", "Sandbox", "SandboxError", "TestOutcome",
-           "close_all", "execute", "execute_many", "options_from_config", "validate_tests"]
+__all__ = ["EXECUTORS", "ISOLATIONS", "STATUSES", "ExecutionResult", "Limits", "Placement",
+           "RunJobs", "Sandbox", "SandboxError", "TestOutcome", "close_all", "execute",
+           "execute_many", "job_runner", "validate_tests"]

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from sandbox.api import execute
 from sandbox.cli import positive_seconds
+from sandbox.result import ISOLATIONS, Limits, Placement
 
 
 class InputError(ValueError):
@@ -60,7 +61,7 @@ def _run(args: argparse.Namespace) -> int:
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    result = execute(code, tests, timeout_s=args.timeout, isolation=args.isolation)
+    result = execute(code, tests, Limits(timeout_s=args.timeout), isolation=args.isolation)
     if args.json:
         print(json.dumps(dict(result.to_dict(), tests=tests), indent=1))
     else:
@@ -84,8 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--code", required=True, help="Python file with the code under test")
     run.add_argument("--tests", required=True, help="Python file of tests, or JSON list")
     run.add_argument("--json", action="store_true", help="print the result as JSON")
-    run.add_argument("--timeout", type=positive_seconds, default=2.0, help="seconds per test (> 0)")
-    run.add_argument("--isolation", default="auto", choices=("auto", "bwrap", "process"))
+    run.add_argument("--timeout", type=positive_seconds, default=Limits.timeout_s,
+                     help="seconds per test (> 0)")
+    run.add_argument("--isolation", default=Placement.isolation, choices=ISOLATIONS)
     run.set_defaults(run=_run)
     args = parser.parse_args(argv)
     return args.run(args)

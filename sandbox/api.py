@@ -1,4 +1,5 @@
-"""Public entry points: ``execute``, ``execute_many``, ``validate_tests``, ``Sandbox``."""
+"""Public entry points: ``execute``, ``execute_many``, ``validate_tests``, ``Sandbox`` and
+``job_runner`` (a batch's runner under typed ``Limits`` and ``Placement``)."""
 
 from __future__ import annotations
 
@@ -7,32 +8,34 @@ import dataclasses
 import socket
 import threading
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
+from sandbox.fanout import RayExecutor
 from sandbox.judge import build, judge
 from sandbox.pool import Pool
-from sandbox.result import ExecutionResult, Limits
+from sandbox.result import ExecutionResult, Limits, Placement
 
 NO_PROGRESS_S = 30.0  # beyond the job's starvation backstop: a worker silent this long is gone
+Job = tuple[str, Sequence[str]]
+RunJobs = Callable[[Sequence[Job]], list[ExecutionResult]]
+"""Runs a batch of ``(code, tests)`` jobs; results in job order (``job_runner``)."""
 _POOLS: dict[tuple[str, int | None], Sandbox] = {}
 _LOCK = threading.Lock()
 
 
-def limits_with(limits: Limits | None = None, *, timeout_s: float | None = None,
-                memory_mb: int | None = None, max_output_bytes: int | None = None) -> Limits:
-    """``limits`` (default ``Limits()``) with the given fields replaced."""
-    changes = {k: v for k, v in (("timeout_s", timeout_s), ("memory_mb", memory_mb),
-                                 ("max_output_bytes", max_output_bytes)) if v is not None}
-    return dataclasses.replace(limits or Limits(), **changes)
+def _with_timeout(limits: Limits | None, timeout_s: float | None) -> Limits:
+    """``limits`` (default ``Limits()``), with ``timeout_s`` replaced when given: the one
+    shortcut the API keeps for quick use; every other limit is said with a ``Limits``."""
+    limits = limits or Limits()
+    return limits if timeout_s is None else dataclasses.replace(limits, timeout_s=timeout_s)
 
 
 class Sandbox:
     """A pool of warm jailed workers. Use as a context manager, or through the module-level
     ``execute``/``execute_many``, which share one cached pool per (isolation, workers)."""
 
-    def __init__(self, *, isolation: str = "auto", workers: int | None = None,
-                 limits: Limits | None = None):
+    def __init__(self, *, isolation: str = Placement.isolation,
+                 workers: int | None = Placement.workers, limits: Limits | None = None):
         self.limits = limits or Limits()
         self.pool = Pool(isolation, workers)
 
@@ -40,14 +43,11 @@ class Sandbox:
     def isolation(self) -> str:
         return self.pool.isolation
 
-    def execute_many(self, jobs: Sequence[tuple[str, Sequence[str]]],
-                     limits: Limits | None = None, *, timeout_s: float | None = None,
-                     memory_mb: int | None = None, max_output_bytes: int | None = None
-                     ) -> list[ExecutionResult]:
+    def execute_many(self, jobs: Sequence[Job], limits: Limits | None = None, *,
+                     timeout_s: float | None = None) -> list[ExecutionResult]:
         """Run every (code, tests) job over the pool; results in job order. ``limits``
-        (default: the pool's), with any of the given fields replaced."""
-        limits = limits_with(limits or self.limits, timeout_s=timeout_s, memory_mb=memory_mb,
-                             max_output_bytes=max_output_bytes)
+        (default: the pool's), with ``timeout_s`` replaced when given."""
+        limits = _with_timeout(limits or self.limits, timeout_s)
         t0 = time.monotonic()
         prepared, futures = [], []
         for code, tests in jobs:  # submit as we go: workers start while we prepare the rest
@@ -66,10 +66,8 @@ class Sandbox:
         return results
 
     def execute(self, code: str, tests: Sequence[str], limits: Limits | None = None, *,
-                timeout_s: float | None = None, memory_mb: int | None = None,
-                max_output_bytes: int | None = None) -> ExecutionResult:
-        return self.execute_many([(code, tests)], limits, timeout_s=timeout_s,
-                                 memory_mb=memory_mb, max_output_bytes=max_output_bytes)[0]
+                timeout_s: float | None = None) -> ExecutionResult:
+        return self.execute_many([(code, tests)], limits, timeout_s=timeout_s)[0]
 
     def close(self) -> None:
         self.pool.close()
@@ -98,41 +96,45 @@ def close_all() -> None:
         _POOLS.clear()
 
 
-def execute_many(jobs: Sequence[tuple[str, Sequence[str]]], limits: Limits | None = None, *,
-                 timeout_s: float | None = None, memory_mb: int | None = None,
-                 max_output_bytes: int | None = None, workers: int | None = None,
-                 isolation: str = "auto") -> list[ExecutionResult]:
+def execute_many(jobs: Sequence[Job], limits: Limits | None = None, *,
+                 timeout_s: float | None = None, workers: int | None = Placement.workers,
+                 isolation: str = Placement.isolation) -> list[ExecutionResult]:
     """Run each ``(code, tests)`` job in the sandbox, in parallel over ``workers`` jailed
     workers (default: one per CPU); results come back in job order. Each test is one pytest
     test module, judged by real pytest (see ``sandbox.jailside.layout`` and
-    ``sandbox.jailside.verdicts``). ``limits`` (default ``Limits()``), with any of the given
-    fields replaced. Raises only ``SandboxError`` (the sandbox itself cannot work) or
+    ``sandbox.jailside.verdicts``). ``limits`` (default ``Limits()``), with ``timeout_s``
+    replaced when given. Raises only ``SandboxError`` (the sandbox itself cannot work) or
     ``TypeError``/``ValueError`` for bad options; nothing a job contains (hostile code,
     hostile or malformed tests) raises: it gives a result."""
-    limits = limits_with(limits, timeout_s=timeout_s, memory_mb=memory_mb,
-                         max_output_bytes=max_output_bytes)
-    return _shared(isolation, workers).execute_many(jobs, limits)
+    return _shared(isolation, workers).execute_many(jobs, _with_timeout(limits, timeout_s))
 
 
 def execute(code: str, tests: Sequence[str], limits: Limits | None = None, *,
-            timeout_s: float | None = None, memory_mb: int | None = None,
-            isolation: str = "auto") -> ExecutionResult:
+            timeout_s: float | None = None, isolation: str = Placement.isolation
+            ) -> ExecutionResult:
     """Run ``tests`` (each a string of Python: a pytest test module) against ``code``; one
     outcome per test."""
-    return execute_many([(code, tests)], limits, timeout_s=timeout_s, memory_mb=memory_mb,
-                        isolation=isolation)[0]
+    return execute_many([(code, tests)], limits, timeout_s=timeout_s, isolation=isolation)[0]
 
 
-def validate_tests(reference_code: str, tests: Sequence[str], limits: Limits | None = None,
-                   **options: Any) -> tuple[list[bool], ExecutionResult]:
+def validate_tests(reference_code: str, tests: Sequence[str], limits: Limits | None = None, *,
+                   timeout_s: float | None = None, isolation: str = Placement.isolation
+                   ) -> tuple[list[bool], ExecutionResult]:
     """Which tests are valid, i.e. the reference solution passes them; and the full result."""
-    result = execute(reference_code, tests, limits, **options)
+    result = execute(reference_code, tests, limits, timeout_s=timeout_s, isolation=isolation)
     return [o.passed for o in result.outcomes], result
 
 
-def options_from_config(config: Any) -> dict[str, Any]:
-    """Keyword options for ``execute_many`` from a ``configs.SandboxConfig`` (flat, so a
-    caller may still override one of them, e.g. ``{**options, "timeout_s": 5.0}``)."""
-    return {"timeout_s": config.timeout_s, "memory_mb": config.memory_mb,
-            "max_output_bytes": config.max_output_bytes, "workers": config.workers,
-            "isolation": config.isolation}
+def job_runner(limits: Limits, placement: Placement) -> RunJobs:
+    """A batch's runner: ``execute_many`` under ``limits`` on this process's cached pool, or
+    fanned out over Ray (``placement.executor``). Only where the jobs run differs; the limits,
+    the isolation and so the verdicts do not."""
+    if placement.executor == "ray":
+        return RayExecutor(limits, isolation=placement.isolation,
+                           address=placement.ray_address, shards=placement.ray_shards)
+
+    def run_locally(jobs: Sequence[Job]) -> list[ExecutionResult]:
+        return execute_many(jobs, limits, workers=placement.workers,
+                            isolation=placement.isolation)
+
+    return run_locally

@@ -31,10 +31,12 @@ transfer).
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
-from sandbox.result import ExecutionResult
+from sandbox.jail import SandboxError
+from sandbox.result import ExecutionResult, Limits, Placement
 
 INFRA_RETRIES = 3
 """Times Ray re-runs a shard whose worker or node died (system failures only)."""
@@ -76,15 +78,16 @@ def merge_shards(shards: Sequence[Sequence[int]], results: Sequence[Sequence[Any
     return out
 
 
-def run_shard(jobs: list[Job], options: dict[str, Any]) -> tuple[list[ExecutionResult], str]:
+def run_shard(jobs: list[Job], limits: Limits, isolation: str,
+              workers: int) -> tuple[list[ExecutionResult], str]:
     """The body of one Ray task: ``execute_many`` on this worker's cached pool. Returns the
     results (each tagged with this Ray node) and the node id."""
-    import ray
+    import ray  # deferred here and below: only a Ray executor imports Ray (module docstring)
 
-    from sandbox.api import execute_many
+    from sandbox.api import execute_many  # sandbox.api imports this module
 
     node = ray.get_runtime_context().get_node_id()
-    results = execute_many(jobs, **options)
+    results = execute_many(jobs, limits, workers=workers, isolation=isolation)
     for r in results:
         r.executor, r.node = "ray", node
     return results, node
@@ -95,15 +98,16 @@ class RayExecutor:
 
     ``address``: a Ray cluster (``ray://...`` or ``host:port``); ``None`` means ``$RAY_ADDRESS``
     when set, else a Ray instance started in this process. ``shards``: tasks per call (default:
-    the cluster's CPUs, at most one per job). ``options``: ``execute_many``'s keyword options
-    (limits and isolation); ``workers`` among them is ignored in favour of
-    ``workers_per_shard``."""
+    the cluster's CPUs, at most one per job). Each shard runs under ``limits`` on a pool of
+    ``workers_per_shard`` workers at ``isolation`` (``sandbox.api.job_runner`` builds one from a
+    ``Placement``)."""
 
-    def __init__(self, options: dict[str, Any], *, address: str | None = None,
-                 shards: int | None = None, workers_per_shard: int = 1) -> None:
-        import ray
+    def __init__(self, limits: Limits, *, isolation: str = Placement.isolation,
+                 address: str | None = None, shards: int | None = None,
+                 workers_per_shard: int = 1) -> None:
+        import ray  # deferred: see run_shard
 
-        self.options = {**options, "workers": workers_per_shard}
+        self.limits, self.isolation, self.workers_per_shard = limits, isolation, workers_per_shard
         self.shards = shards
         # "local": a new instance; without it ray.init would join the newest `ray start` cluster
         # on this machine, whoever started it
@@ -121,7 +125,7 @@ class RayExecutor:
         """Node id of each shard of the latest call (for people and benchmarks)."""
 
     def n_shards(self, n_jobs: int) -> int:
-        import ray
+        import ray  # deferred: see run_shard
 
         if self.shards:
             return min(self.shards, n_jobs)
@@ -129,17 +133,16 @@ class RayExecutor:
         return min(cpus, n_jobs)
 
     def __call__(self, jobs: Sequence[Job]) -> list[ExecutionResult]:
-        import ray
+        import ray  # deferred: see run_shard
 
         jobs = [(code, list(tests)) for code, tests in jobs]
         shards = shard_indices(len(jobs), self.n_shards(len(jobs)) if jobs else 1)
-        refs = [self._remote.remote([jobs[i] for i in idx], self.options) for idx in shards]
+        refs = [self._remote.remote([jobs[i] for i in idx], self.limits, self.isolation,
+                                    self.workers_per_shard) for idx in shards]
         try:
             answered = ray.get(refs)
         except (ray.exceptions.RayTaskError, ray.exceptions.RayError) as exc:
             cause = getattr(exc, "cause", None)
-            from sandbox.jail import SandboxError
-
             if isinstance(cause, SandboxError):
                 raise cause from exc  # the sandbox itself cannot work: same as locally
             raise FanoutError(f"a sandbox shard failed on Ray past {INFRA_RETRIES} retries: "
@@ -150,10 +153,8 @@ class RayExecutor:
 
 def shutdown() -> None:
     """Disconnect this process from Ray (stops an instance it started itself)."""
-    import sys
-
     if "ray" in sys.modules:
-        import ray
+        import ray  # only when already imported: shutting down never loads Ray
 
         if ray.is_initialized():
             ray.shutdown()

@@ -1,5 +1,10 @@
-"""Result records: one ``TestOutcome`` per test, one ``ExecutionResult`` per job, and the
-``Limits`` every verdict ran under."""
+"""Result records: one ``TestOutcome`` per test, one ``ExecutionResult`` per job, the
+``Limits`` every verdict ran under and the ``Placement`` that says where jobs run.
+
+``Limits`` and ``Placement`` hold the sandbox's defaults, in one place: the run config
+(``configs.SandboxConfig`` takes its defaults from them), the command lines and the API all
+start from these.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +23,13 @@ from sandbox.jailside.verdicts import ItemResult
 # infra    the harness failed, not the code, and running the job again alone did not give
 #          a verdict either: no verdict on the code, and every reward leaves it out
 STATUSES = ("passed", "failed", "error", "skipped", "timeout", "crashed", "invalid", "infra")
+
+
+ISOLATIONS = ("auto", "bwrap", "process")
+"""What a pool may ask for: ``auto`` (bubblewrap when it works, else process limits), ``bwrap``
+(required) or ``process`` (rlimits and a scrubbed environment only)."""
+EXECUTORS = ("local", "ray")
+"""Where a batch of jobs runs: ``local`` (a pool in this process) or ``ray`` (``fanout``)."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +59,37 @@ class Limits:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a batch of jobs runs (``api.job_runner``); it never changes a verdict, only which
+    processes give it."""
+
+    isolation: str = "auto"
+    """One of ``ISOLATIONS``."""
+    workers: int | None = None
+    """Jailed workers of a local pool; ``None`` means one per CPU. A Ray shard runs on its own
+    pool of one worker (``fanout.RayExecutor``)."""
+    executor: str = "local"
+    """One of ``EXECUTORS``."""
+    ray_address: str | None = None
+    """With ``executor='ray'``: the cluster; ``None`` means ``$RAY_ADDRESS`` when set, else a
+    Ray instance started in this process."""
+    ray_shards: int | None = None
+    """With ``executor='ray'``: Ray tasks per batch; ``None`` means one per CPU of the cluster."""
+
+    def __post_init__(self) -> None:
+        if self.isolation not in ISOLATIONS:
+            raise ValueError(f"isolation must be one of {', '.join(ISOLATIONS)}, "
+                             f"got {self.isolation!r}")
+        if self.executor not in EXECUTORS:
+            raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, "
+                             f"got {self.executor!r}")
+        for name in ("workers", "ray_shards"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int) and value >= 1):
+                raise ValueError(f"{name} must be an int >= 1 or None, got {value!r}")
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,9 @@ from problem_support import GOOD, REPO, write
 from problems import ProblemLoadError, load_problem_set, load_problems
 from problems.__main__ import main as problems_main
 from problems.vet import REPAIRS, RUN_RECORD, load_for_run, vet
+from sandbox import Limits
+
+PATIENT = Limits(timeout_s=5.0)  # a reference on a busy test machine is not a broken problem
 
 
 def leetcode(pid: str, signature: str, reference: str, tests: list) -> dict:
@@ -134,7 +137,7 @@ def test_repairs_are_recorded_proven_and_never_weaken(tmp_path):
         "class Solution:\n  def total(self, grid):\n    return sum(map(sum, grid))\n",
         [["[[1,2]", 3]])
     path = write(tmp_path, "lc.json", [TWO_SUM, sort_colors, words, count, wrong, cut])
-    report = vet(path, timeout_s=5.0)
+    report = vet(path, limits=PATIENT)
     c = report.counts()
     assert (c["total"], c["valid"], c["repaired"], c["skipped"]) == (6, 4, 4, 2), c
     assert c["repaired_by"] == {"tuple_answers_recorded_as_lists": 1, "in_place_answers": 1,
@@ -159,7 +162,7 @@ def test_repairs_are_recorded_proven_and_never_weaken(tmp_path):
              "count": "def say(n):\n    return 1212\n"}
     for pid, code in fails.items():
         p = by_id[pid]
-        assert execute(p.program(code), list(p.baseline_tests), timeout_s=5.0).passed == 0, pid
+        assert execute(p.program(code), list(p.baseline_tests), limits=PATIENT).passed == 0, pid
     reasons = {s.problem_id: s for s in report.skipped}
     assert "assert (1, 2) == " in reasons["wrong"].issues[0].reason  # pytest's own message
     json.dumps(report.to_dict())  # what the run records
@@ -185,11 +188,11 @@ def test_on_invalid_fail_lists_the_bad_problems_and_names_the_setting(tmp_path):
     with pytest.raises(ProblemLoadError, match=r"(?s)#1 \(bad-ref\): wrong_answer: "
                                                r"baseline_tests\[0\]: reference fails it.*"
                                                r"problems\.on_invalid=skip"):
-        load_for_run(path, on_invalid="fail", timeout_s=5.0)
-    skipped = load_for_run(path, on_invalid="skip", timeout_s=5.0, quiet=True)
+        load_for_run(path, on_invalid="fail", limits=PATIENT)
+    skipped = load_for_run(path, on_invalid="skip", limits=PATIENT, quiet=True)
     assert [p.id for p in skipped] == ["add"]
     with pytest.raises(ProblemLoadError, match="problems.ids names skipped problem"):
-        load_for_run(path, on_invalid="skip", ids=["bad-ref"], timeout_s=5.0, quiet=True)
+        load_for_run(path, on_invalid="skip", ids=["bad-ref"], limits=PATIENT, quiet=True)
 
 
 def test_on_invalid_is_a_checked_setting():
@@ -206,7 +209,7 @@ def test_skip_on_the_seed_leetcode_file_counts_and_records(shared_data, tmp_path
     from tasks.runtime import record_problem_report
 
     source = shared_data / "leetcode_formatted.json"
-    problems = load_for_run(source, on_invalid="skip", timeout_s=5.0)
+    problems = load_for_run(source, on_invalid="skip", limits=PATIENT)
     report = problems.report
     c = report.counts()
     print(json.dumps(c))

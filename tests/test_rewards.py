@@ -33,6 +33,20 @@ def test_registries_match_the_config_schema():
     assert tuple(DISCRIMINATOR_REWARDS) == schema.DISCRIMINATOR_REWARDS
 
 
+def test_reward_names_are_declared_once_and_every_layer_derives_them():
+    from artifacts.schemas import REWARDS as REWARDS_TABLE
+    from configs.names import REWARD_NAMES
+    from rewards.functions import _registry, pass_rate
+
+    assert set(GENERATOR_REWARDS) | set(DISCRIMINATOR_REWARDS) == set(REWARD_NAMES)
+    assert all(fn.__name__ == name for name, fn in
+               {**GENERATOR_REWARDS, **DISCRIMINATOR_REWARDS}.items())
+    names = REWARDS_TABLE.names
+    assert names[names.index("pass_rate"):][:len(REWARD_NAMES)] == list(REWARD_NAMES)
+    with pytest.raises(ImportError, match="do not match"):
+        _registry(("pass_rate", "new_reward"), pass_rate)
+
+
 def test_generator_counts_valid_baseline_and_discriminator_tests_once():
     tests = (verdict("baseline"), verdict("baseline", status="failed"),
              verdict(status="error"), verdict(),

@@ -19,12 +19,14 @@ import pytest
 from sandbox import (
     STATUSES,
     ExecutionResult,
+    Limits,
+    Placement,
     Sandbox,
     SandboxError,
     execute,
     execute_many,
     jail,
-    options_from_config,
+    job_runner,
     validate_tests,
 )
 
@@ -133,19 +135,23 @@ def test_validate_tests_marks_what_the_reference_passes():
     assert valid == [True, False] and result.total == 2
 
 
-def test_options_from_config_are_flat_keywords_of_execute_many():
+def test_a_configs_limits_and_placement_travel_typed_to_the_runner():
     from configs.sections import SandboxConfig
 
-    options = options_from_config(SandboxConfig(timeout_s=0.5, memory_mb=256, workers=1))
-    assert options == {"timeout_s": 0.5, "memory_mb": 256, "max_output_bytes": 65536,
-                       "workers": 1, "isolation": "auto"}
-    (result,) = execute_many([("def f():\n    while True: pass\n", ["assert f()"])], **options)
+    config = SandboxConfig(timeout_s=0.5, memory_mb=256, workers=1)
+    assert config.limits() == Limits(timeout_s=0.5, memory_mb=256)
+    assert config.placement() == Placement(workers=1)
+    assert SandboxConfig().limits() == Limits()  # the defaults are the sandbox's, not a copy
+    run = job_runner(config.limits(), config.placement())
+    (result,) = run([("def f():\n    while True: pass\n", ["assert f()"])])
     assert statuses(result) == ["timeout"]
     assert "limit 0.5s" in result.outcomes[0].message
     assert result.limits["timeout_s"] == 0.5 and result.limits["memory_mb"] == 256
-    (later,) = execute_many([(SQUARE, ["assert square(2) == 4"])], **{**options,
-                                                                       "timeout_s": 5.0})
+    (later,) = execute_many([(SQUARE, ["assert square(2) == 4"])], config.limits(),
+                            timeout_s=5.0, workers=1)
     assert later.limits["timeout_s"] == 5.0 and statuses(later) == ["passed"]
+    with pytest.raises(ValueError, match="executor"):
+        Placement(executor="slurm")
 
 
 def test_bad_options_and_inputs_raise_or_are_judged():

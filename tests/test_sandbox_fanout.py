@@ -23,12 +23,12 @@ from configs.sections import SandboxConfig
 from pipeline.execution import execution_rows, plan_jobs, run_suites, sandbox_runner
 from problems import load_problems
 from rewards import Mutant
-from sandbox import execute_many
+from sandbox import Limits, execute_many
 from sandbox.fanout import FanoutError, RayExecutor, merge_shards, shard_indices
 
 pytestmark = pytest.mark.slow  # a Ray instance starts (~4 s) and its workers warm up
 
-OPTIONS = {"timeout_s": 2.0, "memory_mb": 256, "max_output_bytes": 65536, "isolation": "auto"}
+LIMITS = Limits(timeout_s=2.0, memory_mb=256)
 SQUARE = "def square(x):\n    return x * x\n"
 # Every kind of verdict the sandbox gives, so "same verdicts" is checked on all of them.
 JOBS = [
@@ -43,7 +43,7 @@ JOBS = [
 def ray_executor():
     ray = pytest.importorskip("ray")
     try:
-        executor = RayExecutor(OPTIONS, address="local")
+        executor = RayExecutor(LIMITS, address="local")
     except FanoutError as exc:
         pytest.skip(f"Ray cannot start here: {exc}")
     yield executor
@@ -67,7 +67,7 @@ def test_shards_are_strided_and_merge_back_in_job_order():
 
 
 def test_ray_gives_the_local_pools_verdicts_in_job_order(ray_executor):
-    local = execute_many(JOBS, workers=2, **{k: v for k, v in OPTIONS.items()})
+    local = execute_many(JOBS, LIMITS, workers=2)
     fanned = ray_executor(JOBS)
     assert verdicts(fanned) == verdicts(local)
     assert verdicts(local)[:4] == [["passed", "failed"], ["error", "invalid"], ["timeout"],
@@ -84,7 +84,7 @@ def test_ray_gives_the_local_pools_verdicts_in_job_order(ray_executor):
 
 def test_an_empty_batch_and_more_shards_than_jobs(ray_executor):
     assert ray_executor([]) == []
-    wide = RayExecutor(OPTIONS, shards=16)
+    wide = RayExecutor(LIMITS, shards=16)
     assert verdicts(wide(JOBS[:3])) == [["passed", "failed"], ["error", "invalid"],
                                         ["timeout"]]
     assert len(wide.last_nodes) == 3
@@ -105,7 +105,7 @@ def _ray_workers_running_a_shard() -> list[int]:
 
 SLOW = ("import time\ndef square(x):\n    time.sleep(1.5)\n    return x * x\n",
         ["assert square(3) == 9"])  # a shard that runs long enough to be killed
-PATIENT = {**OPTIONS, "timeout_s": 10.0}  # SLOW is never a timeout, however loaded the host
+PATIENT = Limits(timeout_s=10.0, memory_mb=256)  # SLOW is never a timeout, however loaded
 
 
 @contextlib.contextmanager
@@ -188,5 +188,5 @@ def test_plan_is_unchanged_by_the_executor():
     add = next(p for p in load_problems("demo") if p.id == "add")
     suites = [suite(add, 0, "def add(a, b):\n    return a + b", ["assert add(1, 1) == 2"])]
     plan = plan_jobs(suites, {})
-    rows = execution_rows(suites, plan, execute_many(plan.jobs, **OPTIONS), {})
+    rows = execution_rows(suites, plan, execute_many(plan.jobs, LIMITS), {})
     assert {r["executor"] for r in rows} == {"local"}

@@ -156,7 +156,7 @@ def test_every_result_records_the_limits_it_ran_under():
     with Sandbox(workers=1, limits=Limits(memory_mb=256)) as box:
         result = box.execute(*OK, timeout_s=1.5)
         other = box.execute(*OK, Limits(timeout_s=3.0, max_output_bytes=1024))
-        third = box.execute(*OK, memory_mb=300, max_output_bytes=2048)
+        third = box.execute(*OK, Limits(memory_mb=300, max_output_bytes=2048))
     assert result.limits["timeout_s"] == 1.5 and result.limits["memory_mb"] == 256
     assert {"fsize_mb", "nofile", "max_output_bytes"} <= set(result.limits)
     assert other.limits["timeout_s"] == 3.0 and other.limits["max_output_bytes"] == 1024

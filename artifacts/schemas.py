@@ -26,7 +26,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from configs.names import ROLES
+from artifacts.updatestats import stat_columns
+from configs.names import REWARD_NAMES, ROLES
 
 PARTITION_FIELDS = (pa.field("run_id", pa.string(), nullable=False),
                     pa.field("step", pa.int64(), nullable=False))
@@ -175,14 +176,10 @@ REWARDS = TableSchema("rewards", 3, (
     # Null exactly when ``masked`` (v2): a masked sample has no reward at all.
     _f("generator_reward", _F64, True),
     _f("discriminator_reward", _F64, True),
-    # Raw value of every reward function (configs.schema GENERATOR/DISCRIMINATOR_REWARDS);
-    # null where the config did not use it. The totals above are their weighted sums.
-    _f("pass_rate", _F64, True),
-    _f("shifted_pass_rate", _F64, True),
-    _f("adversarial_validity", _F64, True),
-    _f("valid_invalid_bugcatch", _F64, True),
-    _f("mutation_kill", _F64, True),
-    _f("baseline_pass_rate", _F64, True),   # v3
+    # Raw value of every reward function, one column each in configs.names.REWARDS's order
+    # (baseline_pass_rate, the last, came in v3); null where the config did not use it. The
+    # totals above are their weighted sums.
+    *(_f(name, _F64, True) for name in REWARD_NAMES),
     _f("validity", _F64, True),
     _f("bug_catch", _F64, True),
     _f("n_tests", _I32),
@@ -204,37 +201,24 @@ REWARDS = TableSchema("rewards", 3, (
 ), "One row per sample: both rewards and every component that went into them.",
     upgrades={1: {"masked": False, "n_infra_tests": 0}, 2: {"baseline_pass_rate": None}})
 
+def _update_stats(since: int) -> tuple[pa.Field, ...]:
+    """The updates table's statistics columns that its schema version ``since`` added: the
+    fields of ``artifacts.updatestats.UpdateStats`` (documented there), in their order."""
+    return tuple(_f(c.name, pa.type_for_alias(c.arrow), c.nullable) for c in stat_columns(since))
+
+
 UPDATES = TableSchema("updates", 2, (
     _f("stage", _I32),
     _f("role", _STR),
     _f("update_idx", _I32),                 # order of the update within the step
-    _f("loss", _F64),
-    _f("policy_loss", _F64, True),
-    _f("value_loss", _F64, True),           # GAE only
-    _f("approx_kl", _F64),
-    _f("clip_fraction", _F64),
-    _f("entropy", _F64),
-    _f("grad_norm", _F64),
-    _f("learning_rate", _F64),
-    _f("n_sequences", _I32),
-    _f("n_tokens", _I64),
+    *_update_stats(since=1),                # loss ... n_tokens
     _f("duration_s", _F64),
     _f("adapter_version_before", _STR),
     _f("adapter_version_after", _STR),
-    # v2: the rest of models.ppo.ppo_update's statistics (null: written before v2, or no
-    # optimizer step was taken). kl_ref: KL to the reference (adapters off), token mean;
-    # ratio: mean new/old probability ratio; dead_sample_fraction: share of the batch in
-    # problem groups without reward spread (group advantages only); optimizer_steps: clipped
-    # steps taken (epochs x non-empty mini-batches).
-    _f("kl_ref", _F64, True),
-    _f("ratio", _F64, True),
-    _f("dead_sample_fraction", _F64, True),
-    _f("optimizer_steps", _I32, True),
-    _f("explained_variance", _F64, True),  # GAE only: how much of the return values predict
+    *_update_stats(since=2),                # kl_ref ... explained_variance (null before v2)
 ), "One row per PPO update of one role's adapter (no problem_id/sample_idx: it spans a batch).",
     allowed={"role": ROLES},
-    upgrades={1: {"kl_ref": None, "ratio": None, "dead_sample_fraction": None,
-                  "optimizer_steps": None, "explained_variance": None}})
+    upgrades={1: {c.name: None for c in stat_columns(2)}})
 
 EVALUATIONS = TableSchema("evaluations", 1, (
     *_KEYS,                                 # stage = 5 (the code stage); sample_idx per problem

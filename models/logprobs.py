@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from models.ppobatch import PackedBatch
+
 
 @dataclass
 class TokenLogprobs:
@@ -233,13 +235,13 @@ def response_logprobs(model, prompt_ids: Sequence[Sequence[int]],
 
 def packed_batch(prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]],
                  pad_token_id: int, device: torch.device | str = "cpu",
-                 width: int | None = None) -> dict:
-    """Rollouts packed once, as row-sliceable tensors for ``models.ppo.ppo_update``:
-    ``input_ids`` and ``attention_mask`` ``(B, P+T)`` (prompts left-padded to ``P``,
-    responses right-padded to ``T``; the attention mask is 1 exactly on real tokens, so it is
-    also the response mask and gives position ids), ``response_ids`` and ``loss_mask``
-    ``(B, T)``, and the common prompt width ``prompt_len`` (an int, passed through
-    micro-batching untouched). ``width`` fixes ``T`` (at least the longest response).
+                 width: int | None = None) -> PackedBatch:
+    """Rollouts packed once, as row-sliceable tensors for ``models.ppo.ppo_update``
+    (``models.ppobatch.PackedBatch``): ``input_ids`` and ``attention_mask`` ``(B, P+T)``
+    (prompts left-padded to ``P``, responses right-padded to ``T``; the attention mask is 1
+    exactly on real tokens, so it is also the response mask and gives position ids),
+    ``response_ids`` and ``loss_mask`` ``(B, T)`` (1 on every response token), and the common
+    prompt width ``prompt_len``. ``width`` fixes ``T`` (at least the longest response).
 
     A row slice (any rows, any order) is itself a packed batch: :func:`packed_logprobs`
     drops the columns that none of its rows uses, so it costs what packing those rows alone
@@ -247,8 +249,8 @@ def packed_batch(prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Seq
     """
     input_ids, attention, targets, mask, p_len = pack(prompt_ids, response_ids, pad_token_id,
                                                       torch.device(device), width)
-    return {"input_ids": input_ids, "attention_mask": attention, "response_ids": targets,
-            "loss_mask": mask.float(), "prompt_len": p_len}
+    return PackedBatch(input_ids=input_ids, attention_mask=attention, response_ids=targets,
+                       loss_mask=mask.float(), prompt_len=p_len)
 
 
 def _cut(input_ids: torch.Tensor, attention: torch.Tensor, targets: torch.Tensor, p_len: int):
@@ -276,7 +278,7 @@ def _slice_stats(model, input_ids, attention, targets, p_len, temperature, top_p
     return torch.nn.functional.pad(stats, (0, 0, 0, t_len - targets.shape[1]))
 
 
-def packed_logprobs(model, batch, *, temperature: float, top_p: float = 1.0,
+def packed_logprobs(model, batch: PackedBatch, *, temperature: float, top_p: float = 1.0,
                     micro_batch_size: int | None = None, chunk_tokens: int = 256,
                     with_entropy: bool = False, value_head=None) -> TokenLogprobs:
     """:func:`response_logprobs` of a (micro-)batch made by :func:`packed_batch` (or a row
@@ -293,8 +295,8 @@ def packed_logprobs(model, batch, *, temperature: float, top_p: float = 1.0,
             return out.logprobs, out.entropy, None
     """
     _check_sampling(temperature, top_p)
-    input_ids, attention = batch["input_ids"], batch["attention_mask"]
-    targets, p_len = batch["response_ids"], batch["prompt_len"]
+    input_ids, attention = batch.input_ids, batch.attention_mask
+    targets, p_len = batch.response_ids, batch.prompt_len
     rows, t_len = targets.shape
     channels = 1 + with_entropy + (value_head is not None)  # logp[, entropy][, value]
     step = micro_batch_size or max(1, rows)

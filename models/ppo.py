@@ -1,9 +1,10 @@
 """PPO for the LoRA adapters: small pure tensor helpers and one update function.
 
 No model code lives here: :func:`ppo_update` takes a ``policy_logprobs_fn`` that maps a
-micro-batch to per-token log-probs (and optionally entropy and values), so the same maths serves
-the generator and the discriminator, a tiny CPU model and a 4-bit GPU model, and a toy table
-policy in the tests.
+micro-batch (a row slice of a ``models.ppobatch.PackedBatch``) to per-token log-probs (and
+optionally entropy and values), so the same maths serves the generator and the discriminator, a
+tiny CPU model and a 4-bit GPU model, and a toy table policy in the tests. It returns
+``artifacts.updatestats.UpdateStats``, the updates table's statistics.
 
 Shapes: ``B`` sequences, ``T`` token positions. ``loss_mask (B, T)`` marks the tokens being
 trained (the trained stage's response tokens of one role); everything else (prompt, other
@@ -16,15 +17,18 @@ float; GAE places it on the sequence's last trained token.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields, replace
 
 import torch
 from torch import Tensor, nn
 
+from artifacts.updatestats import UpdateStats
 from configs.schema import PPOConfig
+from models.ppobatch import AdvantageMode, PackedBatch
 
-PolicyFn = Callable[[dict[str, Any]], tuple[Tensor, Tensor | None, Tensor | None]]
+PolicyFn = Callable[[PackedBatch], tuple[Tensor, Tensor | None, Tensor | None]]
 """``micro_batch -> (logprobs (b, T), entropy (b, T) or None, values (b, T) or None)``."""
 
 
@@ -189,14 +193,35 @@ def approx_kl(logp_new: Tensor, logp_old: Tensor, mask: Tensor) -> Tensor:
     return masked_mean(torch.exp(log_ratio) - 1 - log_ratio, mask)
 
 
+@dataclass(frozen=True)
+class LossStats:
+    """One micro-batch's :func:`ppo_loss` statistics, token means over its loss mask (the
+    fields of ``UpdateStats`` that ``ppo_update`` averages over micro-batches and steps)."""
+
+    policy_loss: float
+    kl_ref: float
+    clip_fraction: float
+    approx_kl: float
+    ratio: float
+    loss: float
+    value_loss: float | None = None
+    """Only with values (GAE)."""
+    entropy: float | None = None
+    """Only when the policy function gives entropy."""
+
+
+def _item(x: Tensor | None) -> float | None:
+    return None if x is None else float(x.detach())
+
+
 def ppo_loss(logprobs: Tensor, old_logprobs: Tensor, ref_logprobs: Tensor, advantages: Tensor,
              loss_mask: Tensor, *, clip_eps: float, kl_coef: float,
              entropy: Tensor | None = None, values: Tensor | None = None,
              returns: Tensor | None = None, value_coef: float = 0.0,
-             ) -> tuple[Tensor, dict[str, float]]:
+             ) -> tuple[Tensor, LossStats]:
     """The PPO objective on one micro-batch (a token mean over ``loss_mask``) and its stats.
 
-    ``loss = pg_loss + kl_coef * kl_ref + value_coef * value_loss``; entropy is logged only.
+    ``loss = policy_loss + kl_coef * kl_ref + value_coef * value_loss``; entropy is logged only.
     """
     # 1. Clipped surrogate on the trained tokens.                        # (B, T) -> ()
     pg_loss, clip_fraction = clipped_surrogate(logprobs, old_logprobs, advantages, loss_mask,
@@ -204,21 +229,29 @@ def ppo_loss(logprobs: Tensor, old_logprobs: Tensor, ref_logprobs: Tensor, advan
     # 2. KL penalty to the reference policy (adapters disabled), k3 per token.
     kl_ref = masked_mean(kl_k3(logprobs, ref_logprobs), loss_mask)       # ()
     loss = pg_loss + kl_coef * kl_ref
-    stats: dict[str, Any] = {"pg_loss": pg_loss, "kl_ref": kl_ref, "clip_fraction": clip_fraction,
-                             "approx_kl": approx_kl(logprobs, old_logprobs, loss_mask)}
+    kl_old = approx_kl(logprobs, old_logprobs, loss_mask)
     # 3. Value loss (GAE only): regress values onto the rollout returns.
+    value_loss = None
     if values is not None:
         if returns is None:
             raise ValueError("ppo_loss: values given without returns")
         value_loss = 0.5 * masked_mean((values - returns) ** 2, loss_mask)
         loss = loss + value_coef * value_loss
-        stats["value_loss"] = value_loss
     # 4. Entropy of the trained tokens, for logging (a collapsing policy shows here first).
-    if entropy is not None:
-        stats["entropy"] = masked_mean(entropy, loss_mask)
-    stats["ratio"] = masked_mean(torch.exp(logprobs - old_logprobs), loss_mask)
-    stats["loss"] = loss
-    return loss, {k: float(v.detach()) for k, v in stats.items()}
+    mean_entropy = None if entropy is None else masked_mean(entropy, loss_mask)
+    ratio = masked_mean(torch.exp(logprobs - old_logprobs), loss_mask)
+    return loss, LossStats(policy_loss=_item(pg_loss), kl_ref=_item(kl_ref),
+                           clip_fraction=_item(clip_fraction), approx_kl=_item(kl_old),
+                           ratio=_item(ratio), loss=_item(loss), value_loss=_item(value_loss),
+                           entropy=_item(mean_entropy))
+
+
+def _accumulate(total: LossStats | None, mb: LossStats, share: float) -> LossStats:
+    """``total + share * mb`` field by field; a field ``mb`` did not measure adds nothing."""
+    def plus(name: str) -> float | None:
+        a, b = getattr(total, name, None), getattr(mb, name)
+        return a if b is None else (0.0 if a is None else a) + b * share
+    return LossStats(**{f.name: plus(f.name) for f in fields(LossStats)})
 
 
 # --- the update ----------------------------------------------------------------------------
@@ -246,20 +279,6 @@ def make_optimizer(params: Iterable[nn.Parameter], cfg: PPOConfig,
                              weight_decay=cfg.weight_decay)
 
 
-def _select(batch: Mapping[str, Any], rows: Tensor | slice) -> dict[str, Any]:
-    """``rows`` of every tensor with the batch's leading dimension; other values as they are."""
-    B = batch["loss_mask"].shape[0]
-    return {k: v[rows] if isinstance(v, Tensor) and v.dim() and v.shape[0] == B else v
-            for k, v in batch.items()}
-
-
-def _micro_batches(batch: Mapping[str, Any], size: int) -> list[dict[str, Any]]:
-    """Consecutive row slices of ``size`` sequences (the last may be shorter): views of the
-    batch's tensors, no copy."""
-    B = batch["loss_mask"].shape[0]
-    return [_select(batch, slice(i, i + size)) for i in range(0, B, size)]
-
-
 def mini_batch_rows(n: int, size: int) -> list[Tensor]:
     """Row indices of each optimizer step's mini-batch: ``ceil(n / size)`` strided sets.
 
@@ -275,96 +294,104 @@ def mini_batch_rows(n: int, size: int) -> list[Tensor]:
 
 
 def ppo_update(policy_logprobs_fn: PolicyFn, params: Iterable[nn.Parameter],
-               optimizer: torch.optim.Optimizer, batch: Mapping[str, Any], cfg: PPOConfig,
-               ref_logprobs: Tensor) -> dict[str, float]:
-    """One PPO update of one role on one step's rollouts; returns stats for ``ppo/*`` metrics.
+               optimizer: torch.optim.Optimizer, batch: PackedBatch, cfg: PPOConfig,
+               ref_logprobs: Tensor, mode: AdvantageMode | None = None) -> UpdateStats:
+    """One PPO update of one role on one step's rollouts; returns its statistics.
 
-    ``batch`` holds ``loss_mask (B, T)`` and either ``scores (B,)`` (the weighted rewards;
-    ``group_ids (B,)`` as well in group mode) or precomputed ``advantages`` ((B,) or (B, T);
-    group mode; the caller then masks dead groups itself). ``old_logprobs (B, T)`` is
-    optional (computed in step 1 when absent). Every other entry (``input_ids``,
-    ``attention_mask``...: a batch packed once, e.g. by ``models.logprobs.packed_batch``) is
-    sliced by rows into micro-batches and handed to ``policy_logprobs_fn`` untouched, which
-    must ignore keys it does not know; non-tensor entries (``prompt_len``) pass as they are.
-    ``ref_logprobs (B, T)`` are the reference policy's log-probs of the same tokens.
+    ``mode`` (default: ``cfg.advantage``) says how advantages are made and so which of the
+    batch's optional fields it needs (``AdvantageMode.needs``): ``scores`` and ``group_ids``
+    (group), ``scores`` (GAE) or precomputed ``advantages`` (given). ``batch.old_logprobs``
+    None: step 1 computes them. Micro-batches (row slices of ``batch``, with
+    ``ref_logprobs``, advantages and returns attached) go to ``policy_logprobs_fn`` as they
+    are. ``ref_logprobs (B, T)`` are the reference policy's log-probs of the same tokens.
     """
-    gae_mode = cfg.advantage == "gae"
-    need = ("loss_mask", "scores") if gae_mode else (
-        ("loss_mask", "advantages") if "advantages" in batch else
-        ("loss_mask", "scores", "group_ids"))
-    missing = [k for k in need if k not in batch]
+    mode = AdvantageMode(cfg.advantage) if mode is None else mode
+    missing = batch.missing(mode.needs)
     if missing:
-        raise ValueError(f"ppo_update (advantage={cfg.advantage!r}): batch lacks {missing}; "
-                         f"it has {sorted(batch)}")
+        raise ValueError(f"ppo_update (advantage={mode.value!r}): batch lacks {missing}; "
+                         f"it has {batch.present()}")
+    gae_mode = mode is AdvantageMode.GAE
     params = [p for p in params if p.requires_grad]
-    batch = dict(batch, ref_logprobs=ref_logprobs)
-    loss_mask = batch["loss_mask"].to(ref_logprobs.dtype)                 # (B, T)
+    batch = replace(batch, ref_logprobs=ref_logprobs)
+    loss_mask = batch.loss_mask.to(ref_logprobs.dtype)                    # (B, T)
     B = loss_mask.shape[0]
-    stats: dict[str, float] = {"n_samples": float(B)}
+    dead_fraction = explained = None
+    learning_rate = float(optimizer.param_groups[0]["lr"])  # what the steps below use
 
     # 1. Rollout-time log-probs (and values for GAE) of the sampled tokens, without grad.
-    if "old_logprobs" not in batch or gae_mode:
+    if batch.old_logprobs is None or gae_mode:
         old_lp, old_v = [], []
         with torch.no_grad():
-            for mb in _micro_batches(batch, cfg.micro_batch_size):
+            for mb in batch.micro_batches(cfg.micro_batch_size):
                 logprobs, _, values = policy_logprobs_fn(mb)
                 if gae_mode and values is None:
                     raise ValueError("ppo.advantage='gae' needs values from policy_logprobs_fn")
                 old_lp.append(logprobs)
                 old_v.append(values)
-        batch.setdefault("old_logprobs", torch.cat(old_lp).detach())      # (B, T)
+        if batch.old_logprobs is None:  # recorded ones are kept (GAE runs this for values)
+            batch = replace(batch, old_logprobs=torch.cat(old_lp).detach())  # (B, T)
 
     # 2. Advantages.
     if gae_mode:
         old_values = torch.cat(old_v).detach()                             # (B, T)
-        rewards = place_terminal_reward(batch["scores"].to(old_values.dtype), loss_mask)
+        rewards = place_terminal_reward(batch.scores.to(old_values.dtype), loss_mask)
         advantages, returns = gae(rewards, old_values, loss_mask, cfg.gamma, cfg.lam)
-        batch["advantages"] = masked_whiten(advantages, loss_mask)        # (B, T)
-        batch["returns"] = returns                                         # (B, T)
-        stats["explained_variance"] = explained_variance(old_values, returns, loss_mask)
-    elif "advantages" not in batch:
-        advantages, live = group_advantages(batch["scores"], batch["group_ids"])  # (B,), (B,)
-        batch["advantages"] = advantages
+        batch = replace(batch, advantages=masked_whiten(advantages, loss_mask),  # (B, T)
+                        returns=returns)                                   # (B, T)
+        ev = explained_variance(old_values, returns, loss_mask)
+        explained = None if math.isnan(ev) else ev  # NaN: the returns do not vary
+    elif mode is AdvantageMode.GROUP:
+        advantages, live = group_advantages(batch.scores, batch.group_ids)  # (B,), (B,)
+        batch = replace(batch, advantages=advantages)
         loss_mask = loss_mask * live[:, None].to(loss_mask.dtype)          # dead groups: off
-        stats["dead_sample_fraction"] = float(1 - live.float().mean())
-    batch["loss_mask"] = loss_mask
+        dead_fraction = float(1 - live.float().mean())
+    batch = replace(batch, loss_mask=loss_mask)
 
     # 3. Nothing to learn from (every group dead, or no trained token): no step at all, so
     #    weight decay and Adam state do not move the adapters either.
     n_tokens = float(loss_mask.sum())
-    stats["n_tokens"] = n_tokens
     if n_tokens == 0:
-        return stats | {"skipped": 1.0}
+        return UpdateStats.without_step(learning_rate=learning_rate, n_sequences=B,
+                                        dead_sample_fraction=dead_fraction,
+                                        explained_variance=explained)
 
     # 4. Epochs over mini-batches, one clipped optimizer step each. A mini-batch's gradient is
     #    that of its token mean, accumulated over micro-batches weighted by their token share.
-    sums: dict[str, float] = {}
+    sums: LossStats | None = None
     grad_norms = []
     for _ in range(cfg.epochs):
         for rows in mini_batch_rows(B, cfg.mini_batch_size):
-            mini = _select(batch, rows)
-            mini_tokens = float(mini["loss_mask"].sum())
+            mini = batch.rows(rows)
+            mini_tokens = float(mini.loss_mask.sum())
             if mini_tokens == 0:
                 continue
             optimizer.zero_grad(set_to_none=True)
-            for mb in _micro_batches(mini, cfg.micro_batch_size):
-                share = float(mb["loss_mask"].sum()) / mini_tokens
+            for mb in mini.micro_batches(cfg.micro_batch_size):
+                share = float(mb.loss_mask.sum()) / mini_tokens
                 if share == 0:
                     continue
                 logprobs, entropy, values = policy_logprobs_fn(mb)         # (b, T) each
                 loss, mb_stats = ppo_loss(
-                    logprobs, mb["old_logprobs"], mb["ref_logprobs"], mb["advantages"],
-                    mb["loss_mask"], clip_eps=cfg.clip_epsilon, kl_coef=cfg.kl_coef,
-                    entropy=entropy, values=values if gae_mode else None,
-                    returns=mb.get("returns"), value_coef=cfg.value_coef)
+                    logprobs, mb.old_logprobs, mb.ref_logprobs, mb.advantages, mb.loss_mask,
+                    clip_eps=cfg.clip_epsilon, kl_coef=cfg.kl_coef, entropy=entropy,
+                    values=values if gae_mode else None, returns=mb.returns,
+                    value_coef=cfg.value_coef)
                 (loss * share).backward()
-                for k, v in mb_stats.items():
-                    sums[k] = sums.get(k, 0.0) + v * share
+                sums = _accumulate(sums, mb_stats, share)
             # 5. Clip the accumulated gradient (report its norm before clipping) and step.
             grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)))
             optimizer.step()
     optimizer.zero_grad(set_to_none=True)
+
+    # 6. Statistics: each loss statistic's mean over the optimizer steps.
     n_steps = len(grad_norms)
-    sums = {k: v / n_steps for k, v in sums.items()}                      # mean over steps
-    return stats | sums | {"grad_norm": sum(grad_norms) / n_steps,
-                           "optimizer_steps": float(n_steps), "skipped": 0.0}
+    mean = LossStats(**{f.name: None if (v := getattr(sums, f.name)) is None else v / n_steps
+                        for f in fields(LossStats)})
+    return UpdateStats(
+        loss=mean.loss, policy_loss=mean.policy_loss, value_loss=mean.value_loss,
+        approx_kl=mean.approx_kl, clip_fraction=mean.clip_fraction,
+        entropy=0.0 if mean.entropy is None else mean.entropy,
+        grad_norm=sum(grad_norms) / n_steps, learning_rate=learning_rate,
+        n_sequences=B, n_tokens=int(n_tokens), kl_ref=mean.kl_ref, ratio=mean.ratio,
+        dead_sample_fraction=dead_fraction, optimizer_steps=n_steps,
+        explained_variance=explained)

@@ -16,18 +16,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
+from safetensors.torch import load_file, save_file
 
 from configs.errors import ConfigError
 from configs.names import ROLES
 from configs.schema import PPOConfig
+from models.policy import Policies
+from models.ppo import ValueHead, make_optimizer
 from models.resume import ADAPTER_FILE, VALUE_HEAD_FILE, StateFileMissingError, StateIntegrityError
-
-if TYPE_CHECKING:
-    from models.policy import Policies
-    from models.ppo import ValueHead
 
 
 @dataclass
@@ -43,8 +41,6 @@ class RoleState:
     def build(cls, policies: Policies, role: str, ppo: PPOConfig) -> RoleState:
         """A fresh state: a value head on the role's final hidden states under GAE, and an
         optimizer over everything PPO trains."""
-        from models.ppo import ValueHead, make_optimizer
-
         head = None
         if ppo.advantage == "gae":
             model = policies.model_for(role)
@@ -72,8 +68,6 @@ class RoleState:
         """Adapter (with the value head inside its folder) and, when given, optimizer."""
         self.policies.save_adapter(self.role, adapter_dir)
         if self.value_head is not None:
-            from safetensors.torch import save_file
-
             save_file({k: v.detach().cpu().contiguous()
                        for k, v in self.value_head.state_dict().items()},
                       adapter_dir / VALUE_HEAD_FILE)
@@ -92,8 +86,6 @@ class RoleState:
             raise StateIntegrityError(f"{adapter_dir / ADAPTER_FILE}: cannot load {role}'s "
                                       f"adapter ({type(exc).__name__}: {exc})") from None
         if self.value_head is not None:
-            from safetensors.torch import load_file
-
             path = adapter_dir / VALUE_HEAD_FILE
             if not path.is_file():
                 raise StateFileMissingError(f"{path}: ppo.advantage='gae' but this state has no "

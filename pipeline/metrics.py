@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from artifacts.updatestats import METRIC_NAMES
 from rewards.outcome import INFRA
 
 
@@ -25,11 +26,6 @@ def _std(values: list[float]) -> float:
 
 def round3(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
-
-
-UPDATE_EXTRAS = ("kl_ref", "ratio", "dead_sample_fraction", "optimizer_steps",
-                 "explained_variance")
-"""Updates-table columns added in its schema v2 (null in older files or when not measured)."""
 
 
 def step_metrics(rewards: list[dict[str, Any]], executions: list[dict[str, Any]],
@@ -82,11 +78,9 @@ def step_metrics(rewards: list[dict[str, Any]], executions: list[dict[str, Any]]
     m["sandbox/seconds"] = float(sum(e["duration_s"] for e in executions))
     for u in updates:  # keyed by the role updated: one series per role, never mixed
         ns = f"ppo/{u['role']}"
-        for key in ("loss", "policy_loss", "value_loss", "approx_kl", "clip_fraction", "entropy",
-                    "grad_norm", "learning_rate", *UPDATE_EXTRAS):
-            if u.get(key) is not None:
+        for key in METRIC_NAMES:  # UpdateStats' fields; null (or a v1 row's missing column):
+            if u.get(key) is not None:  # not measured, not logged
                 m[f"{ns}/{key}"] = float(u[key])
-        m[f"{ns}/n_tokens"] = float(u["n_tokens"])
         m[f"{ns}/seconds"] = float(u["duration_s"])
     lengths: dict[tuple[str, int], list[float]] = {}
     for c in chains:

@@ -7,7 +7,8 @@ model with adapters disabled (``ppo.micro_batch_size`` rows per forward pass, no
 The batch is packed to tensors once (:func:`build_batch`); every forward pass, reference or
 PPO, reads a row slice of them (:func:`logprob_fn`, :func:`reference_logprobs`). Under
 ``ppo.advantage=gae`` the role's value head (``models.rolestate.RoleState``) reads the same
-hidden states and is trained with the adapter. The maths is ``models.ppo.ppo_update``.
+hidden states and is trained with the adapter. The maths is ``models.ppo.ppo_update``; its
+``UpdateStats`` are the updates-table row's statistics.
 
 Masked samples (rewards-table ``masked``: an ``infra`` verdict, ``rewards.SampleOutcome.masked``)
 have no reward and are left out of the batch, hence out of their problem's group before
@@ -17,11 +18,16 @@ group-relative advantages are computed. A step whose samples are all masked upda
 from __future__ import annotations
 
 import time
+from dataclasses import asdict, replace
 from typing import Any
 
 import torch
 
+from artifacts.updatestats import UpdateStats
 from configs.schema import PPOConfig, SamplingConfig
+from models.logprobs import packed_batch, packed_logprobs
+from models.ppo import ppo_update
+from models.ppobatch import AdvantageMode, PackedBatch
 from models.rolestate import RoleState
 
 REWARD_COLUMN = {"generator": "generator_reward", "discriminator": "discriminator_reward"}
@@ -33,11 +39,11 @@ def is_masked(reward_row: dict[str, Any], role: str) -> bool:
 
 
 def build_batch(chains: list[dict[str, Any]], rewards: list[dict[str, Any]], role: str, *,
-                pad_token_id: int = 0) -> dict[str, Any] | None:
-    """The batch for ``ppo_update``, packed once on the CPU (``models.logprobs.packed_batch``):
-    ``input_ids``, ``attention_mask`` ``(B, P+T)``, ``response_ids``, ``loss_mask``,
-    ``old_logprobs`` ``(B, T)``, ``prompt_len``, ``scores`` and ``group_ids`` ``(B,)``.
-    Micro-batches are row slices of these tensors. ``pad_token_id`` only fills
+                pad_token_id: int = 0) -> PackedBatch | None:
+    """The batch for ``ppo_update``, packed once on the CPU (``models.logprobs.packed_batch``)
+    with what the rollouts recorded: ``old_logprobs`` ``(B, T)``, ``scores`` and ``group_ids``
+    ``(B,)`` (group-relative or GAE advantages: both read ``scores``, the group mode
+    ``group_ids`` as well). Micro-batches are row slices of it. ``pad_token_id`` only fills
     positions the attention mask hides (any id gives the same log-probs, so the default 0,
     always a valid embedding row, serves every tokenizer).
 
@@ -45,8 +51,6 @@ def build_batch(chains: list[dict[str, Any]], rewards: list[dict[str, Any]], rol
     and grouped by problem (group-relative advantages). Masked samples are left out; when
     every rollout is masked the batch is None (nothing to learn from, not an error).
     """
-    from models.logprobs import packed_batch
-
     reward = {(r["problem_id"], r["sample_idx"]): float(r[REWARD_COLUMN[role]])
               for r in rewards if not is_masked(r, role)}
     rows = [c for c in chains if (c["problem_id"], c["sample_idx"]) in reward]
@@ -63,33 +67,28 @@ def build_batch(chains: list[dict[str, Any]], rewards: list[dict[str, Any]], rol
         old[i, :len(c["output_token_ids"])] = torch.tensor(list(c["output_logprobs"]),
                                                            dtype=torch.float32)
     problems = {pid: i for i, pid in enumerate(dict.fromkeys(c["problem_id"] for c in rows))}
-    return batch | {
-        "scores": torch.tensor([reward[(c["problem_id"], c["sample_idx"])] for c in rows]),
-        "group_ids": torch.tensor([problems[c["problem_id"]] for c in rows]),   # (B,)
-        "old_logprobs": old,                                             # (B, T)
-    }
+    return replace(
+        batch, old_logprobs=old,                                         # (B, T)
+        scores=torch.tensor([reward[(c["problem_id"], c["sample_idx"])] for c in rows]),
+        group_ids=torch.tensor([problems[c["problem_id"]] for c in rows]))  # (B,)
 
 
 def logprob_fn(model: Any, *, temperature: float, top_p: float = 1.0, value_head: Any = None):
     """``micro_batch -> (logprobs (b, T), entropy (b, T), values (b, T) or None)`` for
     ``ppo_update``: a micro-batch is a row slice of :func:`build_batch`'s packed tensors, read
     as it is (``models.logprobs.packed_logprobs``; values when ``value_head`` is given: GAE)."""
-    from models.logprobs import packed_logprobs
-
-    def fn(mb: dict[str, Any]):
+    def fn(mb: PackedBatch):
         out = packed_logprobs(model, mb, temperature=temperature, top_p=top_p,
                               with_entropy=True, value_head=value_head)
         return out.logprobs, out.entropy, out.values
     return fn
 
 
-def reference_logprobs(model: Any, batch: dict[str, Any], *, temperature: float,
+def reference_logprobs(model: Any, batch: PackedBatch, *, temperature: float,
                        top_p: float = 1.0, micro_batch_size: int) -> torch.Tensor:
     """``(B, T)`` log-probs of the batch's responses under ``model`` (the caller disables the
     adapters): ``micro_batch_size`` rows per forward pass, as the update's own passes, without
     gradients, entropy or values."""
-    from models.logprobs import packed_logprobs
-
     with torch.no_grad():
         return packed_logprobs(model, batch, temperature=temperature, top_p=top_p,
                                micro_batch_size=micro_batch_size).logprobs
@@ -98,52 +97,39 @@ def reference_logprobs(model: Any, batch: dict[str, Any], *, temperature: float,
 def update_role(state: RoleState, chains: list[dict[str, Any]], rewards: list[dict[str, Any]],
                 *, stage: int, sampling: SamplingConfig, ppo: PPOConfig) -> dict[str, Any]:
     """One PPO update of ``state.role`` on its chains rows at the trained ``stage``, scored by
-    the step's rewards rows; returns the updates-table row."""
-    from models.ppo import ppo_update
-
+    the step's rewards rows; returns the updates-table row (``artifacts.schemas.UPDATES``: the
+    update's ``UpdateStats`` with the row's keys, duration and adapter versions)."""
     start = time.perf_counter()
     role = state.role
     batch = build_batch(chains, rewards, role)
     before = state.version
-    row = {"stage": stage, "role": role, "update_idx": 0, "adapter_version_before": before}
     if batch is None:  # every sample masked: no step, the adapter stays as it is
-        return row | {
-            "loss": 0.0, "policy_loss": None, "value_loss": None, "approx_kl": 0.0,
-            "clip_fraction": 0.0, "entropy": 0.0, "grad_norm": 0.0,
-            "learning_rate": state.learning_rate, "n_sequences": 0, "n_tokens": 0,
-            "duration_s": time.perf_counter() - start, "adapter_version_after": before,
-            "kl_ref": None, "ratio": None, "dead_sample_fraction": None, "optimizer_steps": 0,
-            "explained_variance": None}
+        stats = UpdateStats.without_step(learning_rate=state.learning_rate)
+    else:
+        stats = _update(state, batch, sampling, ppo)
+    duration = time.perf_counter() - start
+    return {"stage": stage, "role": role, "update_idx": 0, **asdict(stats),
+            "duration_s": duration, "adapter_version_before": before,
+            "adapter_version_after": before if batch is None else state.version}
+
+
+def _update(state: RoleState, batch: PackedBatch, sampling: SamplingConfig,
+            ppo: PPOConfig) -> UpdateStats:
+    """``ppo_update`` of ``state`` on ``batch``: moved to the model's device once, reference
+    log-probs with the adapters off, then the update in train mode."""
     policies = state.policies
-    model = policies.model_for(role)
+    model = policies.model_for(state.role)
     device = next(model.parameters()).device                             # moved there once
-    batch = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
-    with policies.reference(role) as ref_model:                          # adapters off, no grad
+    batch = batch.to(device)
+    with policies.reference(state.role) as ref_model:                    # adapters off, no grad
         ref = reference_logprobs(ref_model, batch, temperature=sampling.temperature,
                                  top_p=sampling.top_p,
                                  micro_batch_size=ppo.micro_batch_size)  # (B, T)
     model.train()
     try:
-        stats = ppo_update(logprob_fn(model, temperature=sampling.temperature,
-                                      top_p=sampling.top_p, value_head=state.value_head),
-                           state.parameters(), state.optimizer, batch, ppo, ref)
+        return ppo_update(logprob_fn(model, temperature=sampling.temperature,
+                                     top_p=sampling.top_p, value_head=state.value_head),
+                          state.parameters(), state.optimizer, batch, ppo, ref,
+                          AdvantageMode(ppo.advantage))
     finally:
         model.eval()
-    return row | {
-        "loss": stats.get("loss", 0.0), "policy_loss": stats.get("pg_loss"),
-        "value_loss": stats.get("value_loss"), "approx_kl": stats.get("approx_kl", 0.0),
-        "clip_fraction": stats.get("clip_fraction", 0.0), "entropy": stats.get("entropy", 0.0),
-        "grad_norm": stats.get("grad_norm", 0.0), "learning_rate": state.learning_rate,
-        "n_sequences": int(batch["loss_mask"].shape[0]), "n_tokens": int(stats["n_tokens"]),
-        "duration_s": time.perf_counter() - start, "adapter_version_after": state.version,
-        # Only when measured (no optimizer step: no kl_ref/ratio; GAE: no dead groups).
-        "kl_ref": stats.get("kl_ref"), "ratio": stats.get("ratio"),
-        "dead_sample_fraction": stats.get("dead_sample_fraction"),
-        "optimizer_steps": int(stats.get("optimizer_steps", 0)),
-        "explained_variance": _finite(stats.get("explained_variance")),
-    }
-
-
-def _finite(value: float | None) -> float | None:
-    """NaN (nothing to explain) is stored as null, which the metrics leave out."""
-    return None if value is None or value != value else float(value)

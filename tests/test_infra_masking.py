@@ -81,9 +81,9 @@ def test_infra_on_the_candidate_masks_the_sample_and_never_scores_it(add):
     for role, col in (("generator", "generator_reward"),
                       ("discriminator", "discriminator_reward")):
         batch = build_batch(chains, rewards, role)
-        assert batch["scores"].tolist() == pytest.approx([by[0][col], by[1][col]]), role
-        assert batch["loss_mask"].shape[0] == 2
-    adv, live = group_advantages(build_batch(chains, rewards, "generator")["scores"],
+        assert batch.scores.tolist() == pytest.approx([by[0][col], by[1][col]]), role
+        assert batch.loss_mask.shape[0] == 2
+    adv, live = group_advantages(build_batch(chains, rewards, "generator").scores,
                                  torch.tensor([0, 0]))
     assert live.all() and adv[0] > 0 > adv[1]   # the two scored samples, as if alone
 

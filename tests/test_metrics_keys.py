@@ -66,3 +66,31 @@ def test_updates_schema_v2_reads_v1_files_with_null_extras():
     assert fill == {"kl_ref": None, "ratio": None, "dead_sample_fraction": None,
                     "optimizer_steps": None, "explained_variance": None}
     assert all(UPDATES.arrow.field(c).nullable for c in fill)
+
+
+def test_update_stats_declare_the_updates_columns_and_the_ppo_metrics():
+    """``UpdateStats`` is the one declaration: ``update_role``'s row is exactly the updates
+    table's columns, and the metrics are its fields (less ``n_sequences``) plus ``seconds``."""
+    from dataclasses import fields
+    from types import SimpleNamespace
+
+    from artifacts.updatestats import UpdateStats
+    from configs import TrainConfig
+    from pipeline.update import update_role
+
+    stats = {f.name for f in fields(UpdateStats)}
+    assert stats <= set(UPDATES.names)
+    assert set(UPDATES.names) - stats == {"stage", "role", "update_idx", "duration_s",
+                                          "adapter_version_before", "adapter_version_after"}
+    chains = [{"problem_id": "p", "sample_idx": 0, "prompt_token_ids": [1],
+               "output_token_ids": [5], "output_logprobs": [-0.1]}]
+    rewards = [{"problem_id": "p", "sample_idx": 0, "generator_reward": None,
+                "discriminator_reward": None, "masked": True}]  # no step: no model needed
+    state = SimpleNamespace(role="generator", version="v1", learning_rate=1e-4)
+    cfg = TrainConfig()
+    row = update_role(state, chains, rewards, stage=1, sampling=cfg.sampling, ppo=cfg.ppo)
+    assert set(row) == set(UPDATES.names)
+    m = step_metrics([], [], [row], [])
+    assert {k.split("/")[-1] for k in m if k.startswith("ppo/")} == (
+        stats - {"n_sequences", "policy_loss", "value_loss", "kl_ref", "ratio",
+                 "dead_sample_fraction", "explained_variance"}) | {"seconds"}  # nulls unlogged

@@ -326,9 +326,7 @@ def test_packed_batch_micro_batches_match_response_logprobs(policies, prompts):
     whole = response_logprobs(model, *args, temperature=0.7, pad_token_id=pad)
     batch = packed_batch(*args, pad)
     parts = []
-    for start in (0, 2, 4):  # row slices, as models.ppo._micro_batches makes them
-        mb = {k: v[start:start + 2] if isinstance(v, torch.Tensor) else v
-              for k, v in batch.items()}
+    for mb in batch.micro_batches(2):  # row slices, as models.ppo.ppo_update makes them
         parts.append(packed_logprobs(model, mb, temperature=0.7).logprobs)
-    assert torch.equal(batch["loss_mask"] > 0, whole.mask)
+    assert torch.equal(batch.loss_mask > 0, whole.mask)
     assert torch.allclose(torch.cat(parts), whole.logprobs, atol=LOGPROB_ATOL)

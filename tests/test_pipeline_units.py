@@ -95,10 +95,10 @@ def test_update_batch_scores_the_trained_stage_tokens() -> None:
                 "discriminator_reward": -r} for p, j, r in (("a", 0, 1.0), ("a", 1, 0.0),
                                                             ("b", 0, 0.5))]
     batch = build_batch(chains, rewards, "generator")
-    assert batch["loss_mask"].tolist() == [[1, 1, 1], [1, 0, 0], [1, 1, 0]]
-    assert torch.equal(batch["group_ids"], torch.tensor([0, 0, 1]))
-    assert batch["scores"].tolist() == [1.0, 0.0, 0.5]
-    assert batch["old_logprobs"][1].tolist() == [-0.5, 0.0, 0.0]
-    assert build_batch(chains, rewards, "discriminator")["scores"].tolist() == [-1.0, 0.0, -0.5]
+    assert batch.loss_mask.tolist() == [[1, 1, 1], [1, 0, 0], [1, 1, 0]]
+    assert torch.equal(batch.group_ids, torch.tensor([0, 0, 1]))
+    assert batch.scores.tolist() == [1.0, 0.0, 0.5]
+    assert batch.old_logprobs[1].tolist() == [-0.5, 0.0, 0.0]
+    assert build_batch(chains, rewards, "discriminator").scores.tolist() == [-1.0, 0.0, -0.5]
     with pytest.raises(ValueError, match="no generator rollouts"):
         build_batch(chains, [], "generator")

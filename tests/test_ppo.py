@@ -5,6 +5,7 @@ The update's packed batch on the tiny model: ``test_ppo_packing.py``."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -26,6 +27,9 @@ from models.ppo import (
     ppo_loss,
     ppo_update,
 )
+from models.ppobatch import AdvantageMode, PackedBatch
+
+GIVEN = AdvantageMode.GIVEN
 
 
 def rand_case(seed: int, B: int = 4, T: int = 7):
@@ -191,14 +195,14 @@ def test_ppo_loss_equals_a_hand_computation():
     # k3 with r = log(ref/new): exp(r) - 1 - r.
     kl = sum(0.5 / p - 1 - math.log(0.5 / p) for p in (0.6, 0.4)) / 2
     vf = 0.5 * (1.0 + 0.0) / 2
-    assert stats["pg_loss"] == pytest.approx(pg, rel=1e-5)
-    assert stats["kl_ref"] == pytest.approx(kl, rel=1e-5)
-    assert stats["value_loss"] == pytest.approx(vf)
+    assert stats.policy_loss == pytest.approx(pg, rel=1e-5)
+    assert stats.kl_ref == pytest.approx(kl, rel=1e-5)
+    assert stats.value_loss == pytest.approx(vf)
     assert loss.item() == pytest.approx(pg + 0.5 * kl + 0.1 * vf, rel=1e-5)
-    assert stats["loss"] == pytest.approx(loss.item())
-    assert stats["clip_fraction"] == pytest.approx(0.5)
-    assert stats["entropy"] == pytest.approx(0.4)
-    assert stats["ratio"] == pytest.approx(1.0)
+    assert stats.loss == pytest.approx(loss.item())
+    assert stats.clip_fraction == pytest.approx(0.5)
+    assert stats.entropy == pytest.approx(0.4)
+    assert stats.ratio == pytest.approx(1.0)
 
 
 class TablePolicy(nn.Module):
@@ -212,10 +216,11 @@ class TablePolicy(nn.Module):
         self.features = torch.randn(T, V, generator=g)  # fixed "hidden states" for the value
 
     def __call__(self, mb):
-        logp_all = torch.log_softmax(self.logits, -1).expand(len(mb["tokens"]), -1, -1)
-        logp = logp_all.gather(-1, mb["tokens"][..., None]).squeeze(-1)          # (b, T)
+        tokens = mb.response_ids
+        logp_all = torch.log_softmax(self.logits, -1).expand(len(tokens), -1, -1)
+        logp = logp_all.gather(-1, tokens[..., None]).squeeze(-1)                # (b, T)
         entropy = -(logp_all.exp() * logp_all).sum(-1)                           # (b, T)
-        values = self.value(self.features.expand(len(mb["tokens"]), -1, -1))     # (b, T)
+        values = self.value(self.features.expand(len(tokens), -1, -1))           # (b, T)
         return logp, entropy, values
 
 
@@ -225,13 +230,15 @@ def toy_batch(B: int = 6, T: int = 5, V: int = 7, seed: int = 1):
     mask = torch.ones(B, T)
     mask[:, 0] = 0                                   # the "prompt" token is never trained
     mask[-1, 3:] = 0                                 # a shorter response
-    return {"tokens": tokens, "loss_mask": mask}
+    # No prompt columns: the table policy reads the response tokens only.
+    return PackedBatch(input_ids=tokens, attention_mask=torch.ones_like(tokens),
+                       response_ids=tokens, loss_mask=mask, prompt_len=0)
 
 
 def chosen_logprob(policy, batch):
     with torch.no_grad():
         logp, _, _ = policy(batch)
-    return masked_mean(logp, batch["loss_mask"]).item()
+    return masked_mean(logp, batch.loss_mask).item()
 
 
 def test_positive_advantage_raises_the_chosen_tokens_log_prob():
@@ -240,15 +247,15 @@ def test_positive_advantage_raises_the_chosen_tokens_log_prob():
     ref = policy(batch)[0].detach()
     before = chosen_logprob(policy, batch)
     stats = ppo_update(policy, policy.parameters(), make_optimizer(policy.parameters(), cfg),
-                       dict(batch, advantages=torch.ones(6)), cfg, ref)
+                       replace(batch, advantages=torch.ones(6)), cfg, ref, GIVEN)
     assert chosen_logprob(policy, batch) > before + 0.01
-    assert stats["skipped"] == 0.0 and stats["grad_norm"] > 0
-    assert stats["n_tokens"] == float(batch["loss_mask"].sum())
-    assert 0.0 <= stats["clip_fraction"] <= 1.0 and stats["approx_kl"] >= 0
+    assert not stats.skipped and stats.grad_norm > 0
+    assert stats.n_tokens == float(batch.loss_mask.sum())
+    assert 0.0 <= stats.clip_fraction <= 1.0 and stats.approx_kl >= 0
     # Negative advantage pushes the other way.
     policy = TablePolicy()
     ppo_update(policy, policy.parameters(), make_optimizer(policy.parameters(), cfg),
-               dict(batch, advantages=-torch.ones(6)), cfg, ref)
+               replace(batch, advantages=-torch.ones(6)), cfg, ref, GIVEN)
     assert chosen_logprob(policy, batch) < before - 0.01
 
 
@@ -258,31 +265,31 @@ def test_learning_rate_zero_changes_nothing():
     before = [p.detach().clone() for p in policy.parameters()]
     ref = policy(batch)[0].detach() - 0.3               # non-zero KL gradient too
     stats = ppo_update(policy, policy.parameters(), make_optimizer(policy.parameters(), cfg),
-                       dict(batch, advantages=torch.ones(6)), cfg, ref)
-    assert stats["grad_norm"] > 0
+                       replace(batch, advantages=torch.ones(6)), cfg, ref, GIVEN)
+    assert stats.grad_norm > 0
     assert all(torch.equal(a, b) for a, b in zip(before, policy.parameters(), strict=True))
 
 
 def test_micro_batches_accumulate_to_the_full_batch_gradient():
-    batch = dict(toy_batch(), advantages=torch.linspace(-1, 1, 6))
+    batch = replace(toy_batch(), advantages=torch.linspace(-1, 1, 6))
     results = []
     for micro in (1, 4, 6):
         policy = TablePolicy()
         cfg = PPOConfig(micro_batch_size=micro, kl_coef=0.1, max_grad_norm=1e6)
         ref = policy(batch)[0].detach() + 0.1
         opt = torch.optim.SGD(policy.parameters(), lr=0.1)
-        stats = ppo_update(policy, policy.parameters(), opt, batch, cfg, ref)
+        stats = ppo_update(policy, policy.parameters(), opt, batch, cfg, ref, GIVEN)
         results.append((policy.logits.detach().clone(), stats))
     for logits, stats in results[1:]:
         torch.testing.assert_close(logits, results[0][0])
-        assert stats["grad_norm"] == pytest.approx(results[0][1]["grad_norm"], rel=1e-5)
-        assert stats["kl_ref"] == pytest.approx(results[0][1]["kl_ref"], rel=1e-5)
+        assert stats.grad_norm == pytest.approx(results[0][1].grad_norm, rel=1e-5)
+        assert stats.kl_ref == pytest.approx(results[0][1].kl_ref, rel=1e-5)
 
 
 def test_mini_batches_take_one_step_each_on_their_strided_rows():
     """mini_batch_size=2 on 6 rows: 3 SGD steps on rows {0,3}, {1,4}, {2,5}, in that order,
     each the full-batch update of those rows alone (the clip now bites on later steps)."""
-    batch = dict(toy_batch(), advantages=torch.linspace(-1, 1, 6))
+    batch = replace(toy_batch(), advantages=torch.linspace(-1, 1, 6))
     cfg = PPOConfig(mini_batch_size=2, micro_batch_size=1, kl_coef=0.1, max_grad_norm=1e6,
                     clip_epsilon=0.05)
     policy = TablePolicy()
@@ -290,16 +297,16 @@ def test_mini_batches_take_one_step_each_on_their_strided_rows():
     with torch.no_grad():
         old = policy(batch)[0]
     stats = ppo_update(policy, policy.parameters(), torch.optim.SGD(policy.parameters(), lr=0.5),
-                       dict(batch, old_logprobs=old), cfg, ref)
-    assert stats["optimizer_steps"] == 3.0
-    assert stats["clip_fraction"] > 0                # steps 2 and 3 start off-policy
+                       replace(batch, old_logprobs=old), cfg, ref, GIVEN)
+    assert stats.optimizer_steps == 3.0
+    assert stats.clip_fraction > 0                   # steps 2 and 3 start off-policy
 
     manual = TablePolicy()
     opt = torch.optim.SGD(manual.parameters(), lr=0.5)
     whole = PPOConfig(kl_coef=0.1, max_grad_norm=1e6, clip_epsilon=0.05)
     for rows in ([0, 3], [1, 4], [2, 5]):
-        sub = {k: v[rows] for k, v in dict(batch, old_logprobs=old).items()}
-        ppo_update(manual, manual.parameters(), opt, sub, whole, ref[rows])
+        sub = replace(batch, old_logprobs=old).rows(rows)
+        ppo_update(manual, manual.parameters(), opt, sub, whole, ref[rows], GIVEN)
     torch.testing.assert_close(policy.logits.detach(), manual.logits.detach())
 
 
@@ -308,9 +315,9 @@ def test_gradient_is_clipped_and_its_norm_reported():
     cfg = PPOConfig(max_grad_norm=1e-3, kl_coef=0.0)
     before = policy.logits.detach().clone()
     opt = torch.optim.SGD([policy.logits], lr=1.0)
-    stats = ppo_update(policy, [policy.logits], opt, dict(batch, advantages=torch.ones(6) * 5),
-                       cfg, policy(batch)[0].detach())
-    assert stats["grad_norm"] > 1e-2                            # the unclipped norm
+    stats = ppo_update(policy, [policy.logits], opt, replace(batch, advantages=torch.ones(6) * 5),
+                       cfg, policy(batch)[0].detach(), GIVEN)
+    assert stats.grad_norm > 1e-2                               # the unclipped norm
     assert (policy.logits.detach() - before).norm().item() == pytest.approx(1e-3, rel=1e-3)
 
 
@@ -322,16 +329,16 @@ def test_group_mode_skips_groups_without_signal():
     # Every group scored the same: nothing to learn, nothing moves (no decay, no Adam step).
     before = policy.logits.detach().clone()
     stats = ppo_update(policy, policy.parameters(), make_optimizer(policy.parameters(), cfg),
-                       dict(batch, scores=torch.tensor([1., 1., 1., 0., 0., 0.]),
-                            group_ids=groups), cfg, ref)
-    assert stats["skipped"] == 1.0 and stats["dead_sample_fraction"] == 1.0
+                       replace(batch, scores=torch.tensor([1., 1., 1., 0., 0., 0.]),
+                               group_ids=groups), cfg, ref)
+    assert stats.skipped and stats.dead_sample_fraction == 1.0
     assert torch.equal(policy.logits, before)
     # One live group: only its samples' tokens are trained.
     stats = ppo_update(policy, policy.parameters(), make_optimizer(policy.parameters(), cfg),
-                       dict(batch, scores=torch.tensor([1., 0., 1., .5, .5, .5]),
-                            group_ids=groups), cfg, ref)
-    assert stats["skipped"] == 0.0 and stats["dead_sample_fraction"] == 0.5
-    assert stats["n_tokens"] == float(batch["loss_mask"][:3].sum())
+                       replace(batch, scores=torch.tensor([1., 0., 1., .5, .5, .5]),
+                               group_ids=groups), cfg, ref)
+    assert not stats.skipped and stats.dead_sample_fraction == 0.5
+    assert stats.n_tokens == float(batch.loss_mask[:3].sum())
 
 
 def test_gae_mode_trains_the_value_head():
@@ -339,9 +346,9 @@ def test_gae_mode_trains_the_value_head():
     cfg = PPOConfig(advantage="gae", learning_rate=0.05, kl_coef=0.0, value_coef=1.0,
                     gamma=1.0, lam=0.95)
     opt = make_optimizer(policy.parameters(), cfg)
-    batch = dict(batch, scores=torch.tensor([1.0, 0.0, 1.0, 0.0, 1.0, 1.0]))
+    batch = replace(batch, scores=torch.tensor([1.0, 0.0, 1.0, 0.0, 1.0, 1.0]))
     ref = policy(batch)[0].detach()
-    losses = [ppo_update(policy, policy.parameters(), opt, batch, cfg, ref)["value_loss"]
+    losses = [ppo_update(policy, policy.parameters(), opt, batch, cfg, ref).value_loss
               for _ in range(15)]
     assert losses[-1] < 0.5 * losses[0]
     assert policy.value.proj.weight.abs().sum().item() > 0
@@ -365,3 +372,12 @@ def test_make_optimizer_uses_config_and_refuses_frozen_params():
     frozen = nn.Linear(2, 2).requires_grad_(False)
     with pytest.raises(ValueError, match="requires grad"):
         make_optimizer(frozen.parameters(), PPOConfig())
+
+
+def test_packed_batch_rows_and_shape_errors():
+    batch = replace(toy_batch(), scores=torch.arange(6.0))
+    sub = batch.rows(torch.tensor([4, 1]))
+    assert sub.scores.tolist() == [4.0, 1.0] and sub.prompt_len == batch.prompt_len
+    assert [len(mb.loss_mask) for mb in batch.micro_batches(4)] == [4, 2]
+    with pytest.raises(ValueError, match=r"PackedBatch.scores has shape \(5,\)"):
+        replace(batch, scores=torch.zeros(5))

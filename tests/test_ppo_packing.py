@@ -5,6 +5,7 @@ and gradients, within tolerances derived below."""
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, dataclass, fields
 
 import pytest
 import torch
@@ -12,6 +13,7 @@ from torch import nn
 
 from configs.schema import PPOConfig
 from models.ppo import ValueHead, group_advantages, ppo_update
+from models.ppobatch import PackedBatch
 
 # --- the update on the tiny model: the batch packed once vs the list round-trip it replaced ---
 # tasks/update.py used to turn each micro-batch's rows back into token lists and pack them again
@@ -49,13 +51,25 @@ EPS32 = torch.finfo(torch.float32).eps
 PROMPT_LENGTHS, RESPONSE_LENGTHS = (5, 12, 3, 9, 7, 4), (6, 2, 9, 0, 4, 7)
 
 
+@dataclass(frozen=True)
+class IndexedBatch(PackedBatch):
+    """A packed batch that knows its rows' indices (sliced with them), for the old path."""
+
+    row_index: torch.Tensor | None = None
+
+
+def indexed(batch: PackedBatch) -> IndexedBatch:
+    return IndexedBatch(**{f.name: getattr(batch, f.name) for f in fields(batch)},
+                        row_index=torch.arange(batch.loss_mask.shape[0]))
+
+
 def old_logprob_fn(model, prompts, responses, width, pad, value_head=None):
     """``pipeline.update.logprob_fn`` before this change: the micro-batch's rows (``row_index``)
     back to token lists, packed again to their own widths, padded back to ``width``."""
     from models.logprobs import _micro_batch, pack
 
     def fn(mb):
-        rows = mb["row_index"].tolist()
+        rows = mb.row_index.tolist()
         ps, rs = [prompts[r] for r in rows], [responses[r] for r in rows]
         t = max(len(r) for r in rs)
         stats = torch.zeros((len(rows), 0, 2 + (value_head is not None)))
@@ -78,24 +92,24 @@ def test_packed_batch_layout_and_row_slices_cut_to_what_packing_them_alone_gives
     prompts = [torch.randint(3, 50, (n,), generator=g).tolist() for n in PROMPT_LENGTHS]
     responses = [torch.randint(3, 50, (n,), generator=g).tolist() for n in RESPONSE_LENGTHS]
     batch = packed_batch(prompts, responses, pad_token_id=1, width=11)
-    P = batch["prompt_len"]
-    assert P == max(PROMPT_LENGTHS) and batch["loss_mask"].shape == (6, 11)
-    positions = batch["attention_mask"].cumsum(-1) - 1
+    P = batch.prompt_len
+    assert P == max(PROMPT_LENGTHS) and batch.loss_mask.shape == (6, 11)
+    positions = batch.attention_mask.cumsum(-1) - 1
     for row, (p, r) in enumerate(zip(prompts, responses, strict=True)):
-        live = batch["attention_mask"][row] == 1
+        live = batch.attention_mask[row] == 1
         assert live.tolist() == [False] * (P - len(p)) + [True] * (len(p) + len(r)) + [
             False] * (11 - len(r))
-        assert batch["input_ids"][row, live].tolist() == p + r
+        assert batch.input_ids[row, live].tolist() == p + r
         assert positions[row, live].tolist() == list(range(len(p) + len(r)))
-        assert batch["response_ids"][row, :len(r)].tolist() == r
-        assert batch["loss_mask"][row].tolist() == [1.0] * len(r) + [0.0] * (11 - len(r))
+        assert batch.response_ids[row, :len(r)].tolist() == r
+        assert batch.loss_mask[row].tolist() == [1.0] * len(r) + [0.0] * (11 - len(r))
     for rows in (slice(0, 2), slice(2, 4), slice(4, 6), torch.tensor([4, 1, 3]),
                  torch.tensor([3])):
         ids = list(range(6))[rows] if isinstance(rows, slice) else rows.tolist()
         alone = pack([prompts[r] for r in ids], [responses[r] for r in ids], 1,
                      torch.device("cpu"))
-        cut = _cut(batch["input_ids"][rows], batch["attention_mask"][rows],
-                   batch["response_ids"][rows], P)
+        cut = _cut(batch.input_ids[rows], batch.attention_mask[rows],
+                   batch.response_ids[rows], P)
         for ours, theirs in zip(cut, (*alone[:3], alone[4]), strict=True):
             assert torch.equal(torch.as_tensor(ours), torch.as_tensor(theirs)), ids
 
@@ -132,11 +146,11 @@ def tiny_rollouts(tiny_model_dir):
 def _score_bound(model, batch) -> float:
     """S: the largest |score| and |logsumexp| at the batch's response positions."""
     with torch.no_grad():
-        att = batch["attention_mask"]
-        logits = model(input_ids=batch["input_ids"], attention_mask=att,
+        att = batch.attention_mask
+        logits = model(input_ids=batch.input_ids, attention_mask=att,
                        position_ids=(att.cumsum(-1) - 1).clamp(min=0)).logits
-        P, T = batch["prompt_len"], batch["loss_mask"].shape[1]
-        scores = logits[:, P - 1:P - 1 + T][batch["loss_mask"] > 0] / TEMPERATURE
+        P, T = batch.prompt_len, batch.loss_mask.shape[1]
+        scores = logits[:, P - 1:P - 1 + T][batch.loss_mask > 0] / TEMPERATURE
     return max(scores.abs().max().item(), scores.logsumexp(-1).abs().max().item())
 
 
@@ -145,14 +159,12 @@ def test_packed_micro_batches_give_the_list_round_trips_numbers(tiny_rollouts):
     """Per micro-batch (consecutive, strided) log-probs, entropy and values; the reference
     pass; one pass at the whole batch's width vs each row at its own; any pad id."""
     from models.logprobs import packed_logprobs
-    from models.ppo import _micro_batches, _select
     from pipeline.update import build_batch, logprob_fn, reference_logprobs
 
     policies, prompts, responses, chains, rewards = tiny_rollouts
     model, pad = policies.model_for("generator"), policies.tokenizer.pad_token_id
-    batch = build_batch(chains, rewards, "generator", pad_token_id=pad)
-    B, W = batch["loss_mask"].shape
-    batch["row_index"] = torch.arange(B)
+    batch = indexed(build_batch(chains, rewards, "generator", pad_token_id=pad))
+    B, W = batch.loss_mask.shape
     H, V = model.config.hidden_size, model.config.vocab_size
     head = ValueHead(H)
     nn.init.normal_(head.proj.weight, generator=torch.Generator().manual_seed(1))
@@ -168,22 +180,22 @@ def test_packed_micro_batches_give_the_list_round_trips_numbers(tiny_rollouts):
     new, old = logprob_fn(model, temperature=TEMPERATURE, value_head=head), old_logprob_fn(
         model, prompts, responses, W, pad, value_head=head)
     with torch.no_grad():
-        for mb in [*_micro_batches(batch, 2), _select(batch, torch.tensor([4, 1, 3]))]:
+        for mb in [*batch.micro_batches(2), batch.rows(torch.tensor([4, 1, 3]))]:
             ours, theirs = new(mb), old(mb)
             for got, want, atol in zip(ours, theirs, (L, E, value_atol), strict=True):
-                assert got.shape == want.shape == mb["loss_mask"].shape
+                assert got.shape == want.shape == mb.loss_mask.shape
                 torch.testing.assert_close(got, want, rtol=0.0, atol=atol)
-            assert torch.equal(ours[0][mb["loss_mask"] == 0], torch.zeros_like(ours[0])[
-                mb["loss_mask"] == 0])
+            assert torch.equal(ours[0][mb.loss_mask == 0], torch.zeros_like(ours[0])[
+                mb.loss_mask == 0])
         whole = packed_logprobs(model, batch, temperature=TEMPERATURE)  # one pass, width W
         each = packed_logprobs(model, batch, temperature=TEMPERATURE, micro_batch_size=1)
         other_pad = build_batch(chains, rewards, "generator", pad_token_id=pad + 7)
         repadded = packed_logprobs(model, other_pad, temperature=TEMPERATURE)
         torch.testing.assert_close(each.logprobs, whole.logprobs, rtol=0.0, atol=L)
         torch.testing.assert_close(repadded.logprobs, whole.logprobs, rtol=0.0, atol=L)
-        assert torch.equal(whole.mask, batch["loss_mask"] > 0)
+        assert torch.equal(whole.mask, batch.loss_mask > 0)
         with policies.reference("generator") as ref_model:
-            ref_old = old(dict(row_index=torch.arange(B)))[0]  # with entropy, in one pass
+            ref_old = old(batch)[0]  # with entropy, in one pass
             ref_new = reference_logprobs(ref_model, batch, temperature=TEMPERATURE,
                                          micro_batch_size=2)
     torch.testing.assert_close(ref_new, ref_old, rtol=0.0, atol=L)
@@ -200,9 +212,8 @@ def test_update_on_the_packed_batch_equals_the_list_round_trip(tiny_rollouts):
     policies, prompts, responses, chains, rewards = tiny_rollouts
     model, pad = policies.model_for("generator"), policies.tokenizer.pad_token_id
     params = policies.trainable_parameters("generator")
-    batch = build_batch(chains, rewards, "generator", pad_token_id=pad)
-    B, W = batch["loss_mask"].shape
-    batch["row_index"] = torch.arange(B)
+    batch = indexed(build_batch(chains, rewards, "generator", pad_token_id=pad))
+    B, W = batch.loss_mask.shape
     V, lr = model.config.vocab_size, 1e-2
     cfg = PPOConfig(micro_batch_size=2, kl_coef=0.1, max_grad_norm=1e12)  # one step, no clip
     start = [p.detach().clone() for p in params]
@@ -214,20 +225,20 @@ def test_update_on_the_packed_batch_equals_the_list_round_trip(tiny_rollouts):
     L = 2 * (2 * S + math.log2(V) + 2) * EPS32
     E = L * (1 + S) + 2 * (math.log2(V) + 2) * EPS32 * S
     lp = packed_logprobs(model, batch, temperature=TEMPERATURE)      # with grad: Jacobians
-    on = batch["loss_mask"] > 0
-    X = (lp.logprobs - batch["old_logprobs"])[on].abs().max().item() + L   # |log ratio|
+    on = batch.loss_mask > 0
+    X = (lp.logprobs - batch.old_logprobs)[on].abs().max().item() + L      # |log ratio|
     D = (ref - lp.logprobs)[on].abs().max().item() + 2 * L                  # |ref - new|
-    A = group_advantages(batch["scores"], batch["group_ids"])[0].abs().max().item()
+    A = group_advantages(batch.scores, batch.group_ids)[0].abs().max().item()
     assert math.exp(X) < 1 + cfg.clip_epsilon and math.exp(-X) > 1 - cfg.clip_epsilon, (
         "a ratio near the clip: clip_fraction could flip between the paths")
     round_ = (2 * W + 1) * EPS32                     # float32 mean over a micro-batch's 2 x W
-    slope = {"ratio": math.exp(X), "approx_kl": math.exp(X), "pg_loss": A * math.exp(X),
+    slope = {"ratio": math.exp(X), "approx_kl": math.exp(X), "policy_loss": A * math.exp(X),
              "kl_ref": 2 * math.exp(D)}                                  # |f'| per input
-    size = {"ratio": math.exp(X), "approx_kl": math.exp(X), "pg_loss": A * math.exp(X),
+    size = {"ratio": math.exp(X), "approx_kl": math.exp(X), "policy_loss": A * math.exp(X),
             "kl_ref": math.exp(D) + D}                                   # max |f|
     tol = {k: slope[k] * L + round_ * size[k] for k in slope}
     tol["entropy"] = E + round_ * math.log(V)
-    tol["loss"] = tol["pg_loss"] + cfg.kl_coef * tol["kl_ref"]
+    tol["loss"] = tol["policy_loss"] + cfg.kl_coef * tol["kl_ref"]
     # The gradient is a token mean of w_t J_t, J_t = d log-prob_t / d adapter, w_t = d f_t /
     # d log-prob_t = -A ratio + kl_coef (1 - e^(ref - new)) (no clip). |w_t| <= weight, and
     # its slope in (new, ref) is <= slope_w, so w_t moves by <= slope_w L; J_t's softmax
@@ -261,15 +272,16 @@ def test_update_on_the_packed_batch_equals_the_list_round_trip(tiny_rollouts):
             stats = ppo_update(fn, params, torch.optim.SGD(params, lr=lr), batch, cfg, ref)
         finally:
             model.eval()
-        results[name] = stats, [(s - p.detach()) / lr for p, s in zip(params, start,
+        results[name] = asdict(stats), [(s - p.detach()) / lr for p, s in zip(params, start,
                                                                           strict=True)]
     with torch.no_grad():
         for p, s in zip(params, start, strict=True):
             p.copy_(s)
     (old_stats, old_grad), (new_stats, new_grad) = results["old"], results["new"]
 
-    assert old_stats.keys() == new_stats.keys()
-    for key in ("n_samples", "n_tokens", "dead_sample_fraction", "optimizer_steps", "skipped",
+    assert [k for k, v in old_stats.items() if v is None] == [  # the same statistics measured
+        k for k, v in new_stats.items() if v is None]
+    for key in ("n_sequences", "n_tokens", "dead_sample_fraction", "optimizer_steps",
                 "clip_fraction"):
         assert new_stats[key] == old_stats[key], key
     assert new_stats["clip_fraction"] == 0.0 and new_stats["optimizer_steps"] == 1.0

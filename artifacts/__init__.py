@@ -1,5 +1,5 @@
-"""Parquet schemas and the run-scoped artifact store; MLflow helpers live in
-``artifacts.tracking`` and ``artifacts.registry`` (imported on demand: the only modules that
+"""Parquet schemas and the run-scoped artifact store; MLflow tracking lives in
+``artifacts.tracking`` (imported on demand: with ``serving.registry``, the only modules that
 import mlflow)."""
 
 import os

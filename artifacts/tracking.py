@@ -1,11 +1,11 @@
-"""MLflow tracking: runs, params, namespaced metrics, LoRA checkpoints and (through
-``artifacts.registry``) the model registry.
+"""MLflow tracking: runs, params, namespaced metrics and LoRA checkpoints; the model registry
+over a tracker is ``serving.registry.ModelRegistry``.
 
-With ``registry.py``, the only project modules that import mlflow (besides ``lora_pyfunc.py``,
-the model-from-code file MLflow itself executes when loading a registered version); callers
-catch ``MlflowException`` from here. Every call goes through an ``MlflowClient`` with an
-explicit run id: the fluent API keeps an active run per thread and is not safe inside
-concurrently running Prefect tasks.
+With ``serving/registry.py``, the only project modules that import mlflow (besides
+``serving/lora_pyfunc.py``, the model-from-code file MLflow itself executes when loading a
+registered version); callers catch ``MlflowException`` from here. Every call goes through an
+``MlflowClient`` with an explicit run id: the fluent API keeps an active run per thread and is
+not safe inside concurrently running Prefect tasks.
 
 Where things live (defaults): tracking + registry in ``sqlite:///<repo>/mlflow.db``, artifacts in
 ``<repo>/mlartifacts/``. ``TrackingConfig.tracking_uri`` overrides, then ``$MLFLOW_TRACKING_URI``.
@@ -17,8 +17,9 @@ Open the UI with ``mlflow ui --backend-store-uri sqlite:///mlflow.db --host 127.
     tracker.log_metrics(run_id, {"generator/pass_rate": 0.4, "ppo/approx_kl": 0.01}, step=3)
     ckpt = tracker.save_checkpoint(run_id, "generator", step=3, stage=1, adapter=peft_model,
                                    metrics={"generator_reward": 0.4, "test_validity": 0.8})
-    tracker.register_checkpoint(run_id, ckpt, cfg.tracking.generator_registry_name,
-                                base_model=cfg.model.generator)
+    registry = ModelRegistry(tracker)  # serving.registry: the registry over this tracker
+    registry.register_checkpoint(run_id, ckpt, cfg.tracking.generator_registry_name,
+                                 base_model=cfg.model.generator)
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import mlflow.data
 from mlflow import MlflowClient
-from mlflow.entities import Metric, Param, RunTag
+from mlflow.data.code_dataset_source import CodeDatasetSource
+from mlflow.entities import DatasetInput, InputTag, Metric, Param, RunTag
 from mlflow.exceptions import MlflowException  # noqa: F401  (re-exported for callers)
 
 from artifacts.checkpoints import (
@@ -45,14 +48,7 @@ from artifacts.checkpoints import (
     verify_checkpoint_dir,
     write_checkpoint_dir,
 )
-from artifacts.registry import (  # noqa: F401  (re-exported: callers import them here)
-    BASE_SPEC,
-    CANDIDATE,
-    CHAMPION,
-    ModelRegistry,
-    RegisteredCheckpoint,
-    RegisteredVersion,
-)
+from configs.loader import config_hash, config_to_dict, flatten
 
 REPO = Path(__file__).resolve().parent.parent
 TAG_FLOW_RUN = "prefect.flow_run_id"
@@ -118,7 +114,7 @@ def git_commit(repo: Path = REPO) -> str:
     return f"{sha}+dirty" if dirty else sha
 
 
-class Tracker(ModelRegistry):
+class Tracker:
     """MLflow for one experiment; pickles without its client (rebuilt lazily in each task)."""
 
     def __init__(self, tracking_uri: str | None = None, experiment: str = "adversarial-reasoning",
@@ -169,8 +165,6 @@ class Tracker(ModelRegistry):
         A retried flow run (same ``flow_run_id``) gets its existing run back; a changed config
         under the same flow run is refused rather than mixed into one run.
         """
-        from configs.loader import config_hash, config_to_dict, flatten
-
         chash = config_hash(cfg)
         if flow_run_id:
             found = self.client.search_runs(
@@ -210,11 +204,6 @@ class Tracker(ModelRegistry):
                     context: str = "training") -> None:
         """Log ``frame`` (a pandas DataFrame) as a dataset input of the run (the MLflow UI's
         Datasets column); logging the same data again is a no-op for MLflow (same digest)."""
-        import mlflow.data
-        from mlflow.data.code_dataset_source import CodeDatasetSource
-        from mlflow.entities import DatasetInput, InputTag
-        from mlflow.exceptions import MlflowException
-
         try:
             dataset = mlflow.data.from_pandas(frame, source=source, name=name)
         except MlflowException:  # a source MLflow cannot resolve (family:piecewise:train):

@@ -3,7 +3,7 @@
     python -m flows.evaluate --config configs/tiny.yaml --model tiny-generator@champion \
         --problems humaneval --k 1 --k 10 --samples 10 [--ids add ...] [--limit N] [--set k=v]
 
-``--model`` is anything ``models.inference.InferenceEngine.load`` takes: a registry alias
+``--model`` is anything ``serving.inference.InferenceEngine.load`` takes: a registry alias
 (``NAME@ALIAS``), ``models:/NAME/VERSION``, a ``runs:/`` or local checkpoint, an adapter folder,
 a local model path or hub id (default: the config's base model, i.e. before training). The
 metrics are defined in ``pipeline/evaluation.py``. Results go to the run store (table
@@ -47,9 +47,19 @@ if __name__ == "__main__":  # --help and usage errors answer before Prefect and 
     build_parser().parse_args()
 
 from prefect import flow, task
+from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.context import get_run_context
 
-from configs import load_config
+from artifacts.store import RunStore
+from artifacts.tracking import Tracker
+from configs import ConfigError, load_config
+from deployments.server import ensure_prefect_api
+from pipeline.evaluation import EVAL_REPORT, evaluate_engine
+from pipeline.heldout import hidden_problem
+from pipeline.stagereport import format_report, report_from_metrics
+from problems import ProblemLoadError, load_problems
+from serving.inference import InferenceEngine
 from tasks.progress import flow_run_name, name_flow_run
 
 # (metric, label) rows of the printed summary; pass@k rows are added per k.
@@ -77,9 +87,6 @@ def summary_rows(metrics: dict[str, float], ks: list[int]) -> list[dict[str, str
 
 def stage_lines(metrics: dict[str, float]) -> str:
     """The chain stages' report of the evaluated chains, when tests were written."""
-    from pipeline.evaluation import EVAL_REPORT
-    from pipeline.stagereport import format_report, report_from_metrics
-
     report = report_from_metrics(metrics, EVAL_REPORT)
     if not report:
         return ""
@@ -101,10 +108,6 @@ def evaluate_model(cfg: Any, model: str | None, problems: list, samples: int, ks
                    direct: bool, tests: bool, discriminator: str | None
                    ) -> tuple[list[dict[str, Any]], dict[str, float], str]:
     """Load the model, generate, execute and score (``pipeline.evaluation.evaluate_engine``)."""
-    from models.inference import InferenceEngine
-    from pipeline.evaluation import evaluate_engine
-    from pipeline.heldout import hidden_problem
-
     engine = InferenceEngine.load(model, cfg, discriminator=discriminator)
     label = model or cfg.model.generator
     problems = [hidden_problem(p) for p in problems]  # a family problem: its hidden suite
@@ -117,12 +120,6 @@ def evaluate_model(cfg: Any, model: str | None, problems: list, samples: int, ks
 def record_evaluation(cfg: Any, run_id: str, rows: list[dict[str, Any]],
                       metrics: dict[str, float], params: dict[str, str]) -> dict[str, Any]:
     """Rows to the run store, metrics to MLflow, the summary to a Prefect table artifact."""
-    from prefect.artifacts import create_table_artifact
-    from prefect.context import get_run_context
-
-    from artifacts.store import RunStore
-    from artifacts.tracking import Tracker
-
     store = RunStore(cfg.artifacts.root, run_id)
     if not store.is_complete(0):
         store.write("evaluations", 0, "all", rows)
@@ -153,8 +150,6 @@ def evaluate(config: str = "configs/tiny.yaml", overrides: list[str] | None = No
              direct: bool = True, tests: bool = True, discriminator: str | None = "auto",
              run_id: str | None = None) -> dict[str, Any]:
     """Evaluate ``model`` on ``problems``: pass@k (chain and direct), test-side metrics."""
-    from problems import load_problems
-
     cfg = load_config(config, overrides or [])
     ks = sorted(set(k or [1]))
     samples = samples or max(ks)
@@ -179,8 +174,6 @@ def evaluate(config: str = "configs/tiny.yaml", overrides: list[str] | None = No
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from configs import ConfigError
-    from problems import ProblemLoadError, load_problems
     try:  # fail fast, before Prefect starts
         load_config(args.config, args.overrides)
         load_problems(args.problems, ids=args.ids, limit=args.limit)
@@ -190,7 +183,6 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, ProblemLoadError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from deployments.server import ensure_prefect_api
     ensure_prefect_api()  # a temporary Prefect server that dies with this run
     out = evaluate(config=args.config, overrides=args.overrides, model=args.model,
                    problems=args.problems, ids=args.ids, limit=args.limit, k=ks,

@@ -5,7 +5,7 @@
     python -m flows.infer show [--model M] [--problems demo --limit 2]   # the seeds'
                                                                          # show_model_output
 
-The first form loads the generator (see ``models.sources`` for every accepted ``--model``),
+The first form loads the generator (see ``serving.sources`` for every accepted ``--model``),
 writes the five stages for each problem, runs the code against the problem's tests in the
 sandbox and prints the chain with per-stage timings (``--tests`` adds the discriminator's
 tests). ``show`` prints what the models generate before training (default: the config's base
@@ -22,7 +22,8 @@ import json
 import sys
 from typing import Any
 
-from configs import load_config
+from configs import ConfigError, load_config
+from problems import ProblemLoadError, load_problems
 
 
 def _common(parser: argparse.ArgumentParser, model_help: str) -> None:
@@ -80,8 +81,9 @@ def format_scored(result: Any, scored: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace, show: bool) -> int:
-    from models.inference import InferenceEngine, format_result
-    from problems import load_problems
+    # deferred: --help and usage errors answer before torch loads
+    from pipeline.evaluation import score_tests
+    from serving.inference import InferenceEngine, format_result
 
     cfg = load_config(args.config, args.overrides)
     problems = load_problems(args.problems, ids=args.ids,
@@ -94,8 +96,6 @@ def run(args: argparse.Namespace, show: bool) -> int:
     results = engine.solve_batch(problems, args.samples, with_tests=with_tests)
     scored = None
     if show:
-        from pipeline.evaluation import score_tests
-
         scored = score_tests(results, engine.cfg)
     if as_json:
         print(json.dumps([r.to_dict() for r in results], indent=1))
@@ -124,8 +124,6 @@ def main(argv: list[str] | None = None) -> int:
                             help="also write discriminator tests and run them")
         parser.add_argument("--json", action="store_true", help="print results as JSON")
     args = parser.parse_args(argv[1:] if show else argv)
-    from configs import ConfigError
-    from problems import ProblemLoadError
     try:
         return run(args, show)
     except (ConfigError, ProblemLoadError, ValueError, FileNotFoundError) as exc:

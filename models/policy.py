@@ -23,16 +23,22 @@ import hashlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 import torch
+from safetensors.torch import save_file
 
 from configs.errors import ConfigError
 from configs.names import ROLES
-from configs.schema import LoraConfig, ModelConfig
+from configs.schema import LoraConfig, ModelConfig, SamplingConfig
+from models.generation import GenerationBatch, sample_role
+from models.prompts import Prompt
 from models.tiny import build_tiny_model, is_tiny_model_dir
+
+# transformers and peft are imported where they are used: flows.train imports this module before
+# its Prefect server starts and loads them while the server starts (its preload).
 
 # Attention and MLP projections per architecture (``config.model_type``); anything else gets
 # peft's "all-linear" (every linear layer but the output head).
@@ -91,6 +97,7 @@ def load_tokenizer(path: str, trust_remote_code: bool = False):
     The project's tiny model needs ``PreTrainedTokenizerFast``: in transformers 5
     ``AutoTokenizer`` maps its Qwen2 config to ``Qwen2Tokenizer``, whose ids differ.
     """
+    # deferred (see the imports)
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     if is_tiny_model_dir(path):
@@ -105,13 +112,13 @@ def load_tokenizer(path: str, trust_remote_code: bool = False):
 
 def load_base_model(path: str, cfg: ModelConfig, device: torch.device):
     """A frozen base causal LM on ``device`` in ``cfg.dtype`` (or NF4 on CUDA)."""
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM  # deferred (see the imports)
 
     check_quantisation(cfg, device)
     dtype = _DTYPES[cfg.dtype]
     kwargs: dict = {"dtype": dtype, "trust_remote_code": cfg.trust_remote_code}
     if cfg.load_in_4bit:
-        from transformers import BitsAndBytesConfig
+        from transformers import BitsAndBytesConfig  # deferred (see the imports)
 
         kwargs["quantization_config"] = BitsAndBytesConfig(
             load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
@@ -119,7 +126,7 @@ def load_base_model(path: str, cfg: ModelConfig, device: torch.device):
         kwargs["device_map"] = {"": device.index or 0}
     model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
     if cfg.load_in_4bit:
-        from peft import prepare_model_for_kbit_training
+        from peft import prepare_model_for_kbit_training  # deferred (see the imports)
 
         model = prepare_model_for_kbit_training(
             model, use_gradient_checkpointing=cfg.gradient_checkpointing,
@@ -139,7 +146,7 @@ def load_base_model(path: str, cfg: ModelConfig, device: torch.device):
 
 def peft_lora_config(lora: LoraConfig, model):
     """peft ``LoraConfig`` with per-architecture target modules when none are given."""
-    from peft import LoraConfig as PeftLoraConfig
+    from peft import LoraConfig as PeftLoraConfig  # deferred (see the imports)
 
     targets = lora.target_modules
     if targets is None:
@@ -172,7 +179,7 @@ class Policies:
 
     @classmethod
     def _load(cls, model_cfg: ModelConfig, lora_cfg: LoraConfig) -> Policies:
-        from peft import get_peft_model
+        from peft import get_peft_model  # deferred (see the imports)
 
         device = resolve_device(model_cfg)
         check_quantisation(model_cfg, device)  # before any slow loading
@@ -210,6 +217,12 @@ class Policies:
     def tokenizer_for(self, role: str):
         return self._tokenizers[_check_role(role)]
 
+    def sample(self, role: str, prompts: Sequence[Prompt], sampling: SamplingConfig,
+               seed: int) -> GenerationBatch:
+        """``role``'s model samples every prompt in one batched call, without gradients (the
+        chain's sampler: ``pipeline.chains.Sampler``)."""
+        return sample_role(self, role, prompts, sampling, seed)
+
     def activate(self, role: str) -> None:
         """Make ``role``'s adapter the active (and only trainable) one of its model."""
         self._models[_check_role(role)].set_adapter(role)
@@ -228,7 +241,7 @@ class Policies:
             yield model
 
     def _adapter_state(self, role: str) -> dict[str, torch.Tensor]:
-        from peft import get_peft_model_state_dict
+        from peft import get_peft_model_state_dict  # deferred (see the imports)
 
         return get_peft_model_state_dict(self._models[_check_role(role)], adapter_name=role)
 
@@ -248,8 +261,6 @@ class Policies:
     def save_adapter(self, role: str, path: str | Path) -> Path:
         """Write ``role``'s adapter as a standard peft folder (``adapter_config.json`` +
         ``adapter_model.safetensors``), atomically: a re-run never sees half a checkpoint."""
-        from safetensors.torch import save_file
-
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.tmp-"))
@@ -269,6 +280,7 @@ class Policies:
     def load_adapter(self, role: str, path: str | Path) -> None:
         """Load weights saved by :meth:`save_adapter` into ``role``'s adapter, in place (an
         optimizer over :meth:`trainable_parameters` stays valid)."""
+        # deferred (see the imports)
         from peft import PeftConfig, load_peft_weights, set_peft_model_state_dict
 
         model = self._models[_check_role(role)]

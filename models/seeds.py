@@ -1,6 +1,6 @@
 """Stable per-call seeds, derived from a run's base seed.
 
-Training (``pipeline``) and inference (``models.inference``) sample with the same seed for
+Training (``pipeline``) and inference (``serving.inference``) sample with the same seed for
 the same (step, stage, role, ...), so a replay reproduces a recorded rollout exactly.
 """
 

@@ -1,6 +1,7 @@
 """Chains and tests rows of one step: who is sampled, what the models wrote, what parsed.
 
 - ``step_samples``: a step's (problem, sample) pairs, problem-major;
+- ``Sampler``: the seam the text comes from (``models.policy.Policies``, or another engine);
 - ``sample_stage``: one role writes one chain stage for every sample, in one batched call;
 - ``generation_rows``: one chains row per sample from prompts and a generation batch;
 - ``parsed_test_rows``: the discriminator's text for a stage parsed into tests rows,
@@ -12,10 +13,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from configs.schema import SamplingConfig
+from models.generation import GenerationBatch
 from models.parsing import parse_tests
+from models.prompts import Prompt, direct_prompt, discriminator_prompt, generator_prompt
 from pipeline.schedule import step_items
 from problems import Problem
 from rewards.outcome import normalise_test
@@ -32,28 +35,47 @@ def step_samples(problems: Sequence[Problem], step: int, problems_per_step: int,
             for j in range(samples_per_problem)]
 
 
-def sample_stage(policies: Any, role: str, samples: Sequence[tuple[Problem, int]], stage: int,
-                 texts: dict[SampleKey, list[str]], *, sampling: SamplingConfig,
-                 max_context_tokens: int, seed: int) -> tuple[list[Row], list[str]]:
-    """``role`` writes chain stage ``stage`` for every sample: the generator given the problem
-    and its stages before ``stage``, the discriminator given the problem and stages up to
-    ``stage`` (``texts``: each sample's generator texts so far). Returns the chains rows and
-    the texts written, in sample order."""
-    from models.generation import sample_role
-    from models.prompts import discriminator_prompt, generator_prompt
+class Sampler(Protocol):
+    """Where the chain's text comes from: both roles' current adapters on one base model.
+    ``models.policy.Policies`` (transformers ``generate``) is one."""
 
+    def tokenizer_for(self, role: str) -> Any: ...
+    def adapter_version(self, role: str) -> str: ...
+    def sample(self, role: str, prompts: Sequence[Prompt], sampling: SamplingConfig,
+               seed: int) -> GenerationBatch: ...
+
+
+def stage_prompts(sampler: Sampler, role: str, samples: Sequence[tuple[Problem, int]],
+                  stage: int, texts: dict[SampleKey, list[str]], max_context_tokens: int, *,
+                  direct: bool = False) -> list[Prompt]:
+    """``role``'s prompt for chain stage ``stage`` of every sample: the generator's given the
+    problem and its stages before ``stage`` (``direct``: the code stage's prompt with no
+    earlier stages, the single-stage baseline), the discriminator's given the problem and
+    stages up to ``stage`` (``texts``: each sample's generator texts so far)."""
+    tokenizer = sampler.tokenizer_for(role)
+    if direct:
+        return [direct_prompt(tokenizer, p, max_context_tokens) for p, _ in samples]
     build = generator_prompt if role == "generator" else discriminator_prompt
-    tokenizer = policies.tokenizer_for(role)
-    prompts = [build(tokenizer, p, stage, texts.get((p.id, j), []), max_context_tokens)
-               for p, j in samples]
-    batch = sample_role(policies, role, prompts, sampling, seed)
+    return [build(tokenizer, p, stage, texts.get((p.id, j), []), max_context_tokens)
+            for p, j in samples]
+
+
+def sample_stage(sampler: Sampler, role: str, samples: Sequence[tuple[Problem, int]],
+                 stage: int, texts: dict[SampleKey, list[str]], *, sampling: SamplingConfig,
+                 max_context_tokens: int, seed: int, direct: bool = False
+                 ) -> tuple[list[Row], GenerationBatch]:
+    """``role`` writes chain stage ``stage`` for every sample in one batched call
+    (:func:`stage_prompts`). Returns the chains rows, in sample order, and the batch."""
+    prompts = stage_prompts(sampler, role, samples, stage, texts, max_context_tokens,
+                            direct=direct)
+    batch = sampler.sample(role, prompts, sampling, seed)
     rows = generation_rows(samples, prompts, batch, stage=stage, role=role,
-                           adapter_version=policies.adapter_version(role), seed=seed)
-    return rows, [g.text for g in batch.generations]
+                           adapter_version=sampler.adapter_version(role), seed=seed)
+    return rows, batch
 
 
-def generation_rows(samples: Sequence[tuple[Problem, int]], prompts: Sequence[Any],
-                    batch: Any, *, stage: int, role: str, adapter_version: str,
+def generation_rows(samples: Sequence[tuple[Problem, int]], prompts: Sequence[Prompt],
+                    batch: GenerationBatch, *, stage: int, role: str, adapter_version: str,
                     seed: int) -> list[Row]:
     """One chains row per sample from prompts (``models.prompts.Prompt``) and generations."""
     rows = []

@@ -37,10 +37,13 @@ from typing import Any
 import numpy as np
 
 from configs.names import CODE_STAGE, STAGES
+from configs.schema import TrainConfig
 from pipeline.chains import baseline_rows, kept_tests, parsed_test_rows
-from pipeline.execution import Suite, problem_mutants, run_suites, sandbox_runner
+from pipeline.execution import RunJobs, Suite, problem_mutants, run_suites, sandbox_runner
 from pipeline.scoring import outcomes_from_rows, reward_rows
+from pipeline.solver import ChainSolver, InferenceResult
 from pipeline.stagereport import report_metrics, stage_report
+from problems import Problem
 
 EVAL_REPORT = "eval/stage_report"  # prefix of the stage report's metrics
 
@@ -180,9 +183,10 @@ def coherence(reasoning: Sequence[str], tests: Iterable[str], entry_point: str
 
 
 # --- scoring chains the way training does ---------------------------------------------------
-def score_tests(results: Sequence[Any], cfg: Any, run_jobs: Any = None) -> dict[str, Any]:
+def score_tests(results: Sequence[InferenceResult], cfg: TrainConfig,
+                run_jobs: RunJobs | None = None) -> dict[str, Any]:
     """Tests, executions (candidate, reference, mutants), outcomes and reward rows of chains
-    whose discriminator tests were written (``InferenceEngine.write_tests``)."""
+    whose discriminator tests were written (``ChainSolver.write_tests``)."""
     results = [r for r in results if r.test_texts]
     samples = [(r.problem, r.sample_idx) for r in results]
     tests = baseline_rows(samples)
@@ -203,7 +207,7 @@ def score_tests(results: Sequence[Any], cfg: Any, run_jobs: Any = None) -> dict[
             "rewards": {(r["problem_id"], r["sample_idx"]): r for r in rewards}}
 
 
-def sample_rows(results: Sequence[Any], scored: dict[str, Any] | None, model: str
+def sample_rows(results: Sequence[InferenceResult], scored: dict[str, Any] | None, model: str
                 ) -> list[dict[str, Any]]:
     """One ``evaluations`` row per sample (chain and direct)."""
     tests_by: dict[tuple[str, int], list[dict[str, Any]]] = {}
@@ -297,8 +301,8 @@ def summarize(rows: Sequence[dict[str, Any]], ks: Sequence[int]) -> dict[str, fl
     return {k: v for k, v in out.items() if v is not None}
 
 
-def evaluate_engine(engine: Any, problems: Sequence[Any], *, samples: int, ks: Sequence[int],
-                    direct: bool = True, tests: bool = True, model: str = "",
+def evaluate_engine(engine: ChainSolver, problems: Sequence[Problem], *, samples: int,
+                    ks: Sequence[int], direct: bool = True, tests: bool = True, model: str = "",
                     scored_out: dict[str, Any] | None = None
                     ) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Chains (and the direct baseline) for ``problems`` x ``samples``, executed against each
@@ -312,7 +316,7 @@ def evaluate_engine(engine: Any, problems: Sequence[Any], *, samples: int, ks: S
     scored = None
     if tests:
         engine.write_tests(chain)
-        scored = score_tests(chain, engine.cfg)
+        scored = score_tests(chain, engine.cfg, engine.run_jobs)
         if scored_out is not None:
             scored_out.update(scored)
     rows = sample_rows(chain, scored, model)

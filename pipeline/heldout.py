@@ -29,7 +29,8 @@ from typing import Any
 
 from pipeline.evaluation import EVAL_REPORT, evaluate_engine
 from pipeline.execution import sandbox_runner
-from problems.family import is_family
+from pipeline.solver import ChainSolver
+from problems.family import edge_tests, hidden_tests, is_family
 
 PREFIX = "heldout"
 COLUMNS = ("pass_at_1", "edge_pass_rate", "test_validity", "mutation_kill_rate", "bugs_caught",
@@ -42,7 +43,6 @@ def hidden_problem(problem: Any) -> Any:
     (``edge_tests`` attached for the edge pass rate), any other unchanged."""
     if not is_family(problem):
         return problem
-    from problems.family import hidden_tests
 
     return replace(problem, baseline_tests=tuple(hidden_tests(problem.id)))
 
@@ -51,8 +51,6 @@ def edge_pass_rate(rows: Sequence[dict[str, Any]], codes: dict[tuple[str, int], 
                    problems: dict[str, Any], run_jobs: Any) -> float | None:
     """Share of family samples whose code passes every edge-path test (None: no family
     problem). ``codes`` maps (problem id, sample) to the parsed code or None."""
-    from problems.family import edge_tests
-
     family = [r for r in rows if is_family(problems[r["problem_id"]])]
     if not family:
         return None
@@ -122,9 +120,7 @@ def heldout_metrics(policies: Any, cfg: Any, problems: Sequence[Any],
     ``evaluations`` rows and the figures of the module docstring (keys without prefix).
     ``wrong``: the run's fixed wrong solutions (``wrong_solutions`` of its first evaluation;
     None: this is the first, and its own are used)."""
-    from models.inference import InferenceEngine
-
-    engine = InferenceEngine(policies, cfg, {"generator": None, "discriminator": None})
+    engine = ChainSolver(policies, cfg)
     judged = [hidden_problem(p) for p in problems]
     scored: dict[str, Any] = {}
     rows, metrics = evaluate_engine(engine, judged, samples=cfg.evaluation.samples, ks=(1,),

@@ -1,6 +1,6 @@
 """Start a new run from trained adapters (``python -m flows.train --init-from SPEC``).
 
-``SPEC`` is what ``models.sources.resolve_source`` accepts: a registry alias or version
+``SPEC`` is what ``serving.sources.resolve_source`` accepts: a registry alias or version
 (``models:/tiny-generator@champion``, ``models:/tiny-generator/3``), a logged checkpoint
 (``runs:/<mlflow run>/checkpoints/<role>/step-NNNNNN``) or a checkpoint folder. Every file is
 checked against its checkpoint manifest's sha256 before anything is loaded. The spec's role is
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from configs.errors import ConfigError
 from configs.names import ROLES
-from models.sources import resolve_source, sibling
+from serving.sources import resolve_source, sibling
 from tasks.runtime import RunContext
 
 

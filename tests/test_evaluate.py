@@ -104,7 +104,7 @@ def test_edge_cases_named_and_tested():
 def test_score_tests_validity_duplicates_mutants_and_coherence():
     """Known discriminator output for the demo 'add' problem, the reference as the code: the
     training pipeline's functions judge every test and the row says what happened."""
-    from models.inference import InferenceResult
+    from serving.inference import InferenceResult
 
     problem = load_problems("demo", ids=["add"])[0]
     texts = ["```python\nassert add(1, 2) == 3\nassert add(1, 1) == 3\n```",

@@ -31,7 +31,7 @@ def tiny_cfg(model_dir: Path, **tracking) -> TrainConfig:
 
 @pytest.fixture(scope="module")
 def engine(tiny_model_dir):
-    from models.inference import InferenceEngine
+    from serving.inference import InferenceEngine
 
     return InferenceEngine.load(None, tiny_cfg(tiny_model_dir))
 
@@ -51,7 +51,7 @@ def randomise(policies, role: str, seed: int) -> None:
 
 
 def test_model_specs_resolve_to_the_right_kind(tiny_model_dir, tmp_path):
-    from models.sources import resolve_source, sibling
+    from serving.sources import resolve_source, sibling
 
     cfg = tiny_cfg(tiny_model_dir)
     base = resolve_source(str(tiny_model_dir), cfg, tmp_path)
@@ -66,7 +66,7 @@ def test_model_specs_resolve_to_the_right_kind(tiny_model_dir, tmp_path):
 
 
 def test_chain_end_to_end_on_the_tiny_model(engine, demo):
-    from models.inference import format_result
+    from serving.inference import format_result
 
     results = engine.solve_batch(demo, samples=2, with_tests=True)
     assert [(r.problem.id, r.sample_idx) for r in results] == [
@@ -105,7 +105,7 @@ def test_execution_result_for_code(engine, demo):
 
 def test_adapter_and_checkpoint_folders_load(engine, tiny_model_dir, tmp_path):
     from artifacts.checkpoints import write_checkpoint_dir
-    from models.inference import InferenceEngine
+    from serving.inference import InferenceEngine
 
     randomise(engine.policies, "generator", seed=1)
     version = engine.policies.adapter_version("generator")
@@ -125,7 +125,8 @@ def test_adapter_and_checkpoint_folders_load(engine, tiny_model_dir, tmp_path):
 def registry(tiny_model_dir, tmp_path_factory):
     """Generator and discriminator adapters registered in a temporary SQLite store."""
     from artifacts.tracking import Tracker
-    from models.inference import InferenceEngine
+    from serving.inference import InferenceEngine
+    from serving.registry import ModelRegistry
 
     tmp = tmp_path_factory.mktemp("registry")
     uri = f"sqlite:///{tmp}/mlflow.db"
@@ -140,13 +141,14 @@ def registry(tiny_model_dir, tmp_path_factory):
         folder = source.policies.save_adapter(role, tmp / role)
         ckpt = tracker.save_checkpoint(run_id, role, step=1, stage=1, adapter=str(folder),
                                        metrics={"generator_reward": 0.5, "test_validity": 0.5})
-        tracker.register_checkpoint(run_id, ckpt, f"rt-{role}", base_model=str(tiny_model_dir))
+        ModelRegistry(tracker).register_checkpoint(run_id, ckpt, f"rt-{role}",
+                                                   base_model=str(tiny_model_dir))
     tracker.end_run(run_id)
     return cfg, tracker, versions
 
 
 def test_registry_alias_loads_both_roles_verified(registry):
-    from models.inference import InferenceEngine
+    from serving.inference import InferenceEngine
 
     cfg, tracker, versions = registry
     engine = InferenceEngine.load("rt-generator@champion", cfg, tracker=tracker)

@@ -35,6 +35,8 @@ def registered(store, tiny_model_dir):
     """One generator version registered with its partner discriminator of the same step."""
     from artifacts.tracking import Tracker
     from problems.model import Problem
+    from serving.registry import ModelRegistry
+    from serving.served import example_row
 
     store.mkdir()
     tracker = Tracker.from_config(
@@ -49,21 +51,20 @@ def registered(store, tiny_model_dir):
                                  ("discriminator", random_adapter(tiny_model_dir, 2)))}
     problem = Problem("p-max", "Return the larger of a and b.", "def bigger(a, b):", "bigger",
                       ("assert bigger(1, 2) == 2",), "def bigger(a, b):\n    return max(a, b)")
-    from models.served import example_row
-
-    version = tracker.register_checkpoint(
+    registry = ModelRegistry(tracker)
+    version = registry.register_checkpoint(
         run_id, infos["generator"], NAME, str(tiny_model_dir), partner=infos["discriminator"],
         config=config_to_dict(cfg), example=example_row(problem))
     with torch.no_grad():
         logits = gen(input_ids=torch.tensor(INPUT_IDS)).logits
-    return tracker, version, logits
+    return registry, version, logits
 
 
 def test_version_declares_signature_example_and_description(registered):
     from mlflow.models import Model
 
-    tracker, version, _ = registered
-    local = tracker._download_version(NAME, version.version, str(Path.cwd() / "dl"))
+    registry, version, _ = registered
+    local = registry._download_version(NAME, version.version, str(Path.cwd() / "dl"))
     try:
         model = Model.load(local)
         assert model.signature.inputs.input_names() == [
@@ -75,18 +76,19 @@ def test_version_declares_signature_example_and_description(registered):
             "id": "p-max", "description": "Return the larger of a and b.",
             "entry_point": "bigger", "function_signature": "def bigger(a, b):"}]
         code = Path(local) / "code"
-        assert {p.name for p in code.iterdir()} >= {"configs", "models", "problems", "rewards"}
+        assert {p.name for p in code.iterdir()} >= {"configs", "models", "problems", "rewards",
+                                                    "serving"}
     finally:
         shutil.rmtree(Path.cwd() / "dl", ignore_errors=True)
-    mv = tracker.client.get_model_version(NAME, version.version)
+    mv = registry.tracker.client.get_model_version(NAME, version.version)
     assert "five-stage chain with the discriminator of the same step" in mv.description
 
 
 def test_version_returns_five_stages_code_and_tests(registered, one_thread):
     import pandas as pd
 
-    tracker, version, _ = registered
-    model = tracker.load_registered(version.model_uri)
+    registry, version, _ = registered
+    model = registry.load_registered(version.model_uri)
     frame = pd.DataFrame([{"description": "Return the larger of a and b.",
                            "entry_point": "bigger"}] * 2)
     out = model.predict(frame, params={"max_new_tokens": 6, "seed": SEED, "with_tests": True})
@@ -109,7 +111,7 @@ def test_version_returns_five_stages_code_and_tests(registered, one_thread):
 def test_bad_input_is_named(registered, frame, match):
     import pandas as pd
 
-    from models.served import _problems
+    from serving.served import _problems
 
     with pytest.raises(ValueError, match=match):
         _problems(pd.DataFrame(frame))

@@ -171,20 +171,23 @@ def test_corrupt_checkpoint_is_refused_before_use(tracker, run_id, checkpoints, 
 
 
 def test_registry_aliases_follow_newest_and_best(tracker, run_id, checkpoints, tiny_model_dir):
+    from serving.registry import ModelRegistry
+
     _, infos = checkpoints
     name = TrackingConfig(experiment="artifacts-test").generator_registry_name
+    registry = ModelRegistry(tracker)
     seen = []
     for info in infos:
-        rv = tracker.register_checkpoint(run_id, info, name, base_model=str(tiny_model_dir))
-        seen.append((rv.version, tracker.alias_version(name, "candidate"),
-                     tracker.alias_version(name, "champion")))
+        rv = registry.register_checkpoint(run_id, info, name, base_model=str(tiny_model_dir))
+        seen.append((rv.version, registry.alias_version(name, "candidate"),
+                     registry.alias_version(name, "champion")))
     # candidate: always the newest; champion: v1, then v2 (0.78), kept against v3 (0.6).
     assert seen == [("1", "1", "1"), ("2", "2", "2"), ("3", "3", "2")]
     mv = tracker.client.get_model_version(name, "2")
     assert mv.tags["content_hash"] == infos[1].content_hash
     assert float(mv.tags["score"]) == pytest.approx(0.78)
     # portable: the small local base model travels with the version, named, not by its path
-    spec = tracker.registered_base_spec(name, "2")
+    spec = registry.registered_base_spec(name, "2")
     assert spec["base_model"] == tiny_model_dir.name and spec["base_source"] == "bundled"
     assert str(tiny_model_dir) not in json.dumps(spec)
     assert mv.description.startswith(f"generator adapter after training stage {infos[1].stage}")

@@ -12,8 +12,10 @@
 * anything else: a base model path or hub id, with fresh adapters (which leave the base model
   unchanged: LoRA B starts at zero). This is the "before training" model of ``show``.
 
-Registry and run lookups go through ``artifacts.tracking.Tracker`` (this module never imports
-mlflow). No Prefect here.
+Registry and run lookups go through an ``artifacts.tracking.Tracker`` (and
+``serving.registry.ModelRegistry`` over it), imported only when a spec needs them: a registered
+version imports this module (through ``serving.served``) without ``artifacts`` bundled, and
+``artifacts`` brings mlflow, pandas and pyarrow. No Prefect here.
 """
 
 from __future__ import annotations
@@ -48,20 +50,22 @@ class ModelSource:
 def _tracker(cfg: TrainConfig, tracker: Any = None) -> Any:
     if tracker is not None:
         return tracker
-    from artifacts.tracking import Tracker
+    from artifacts.tracking import Tracker  # deferred: see the module docstring
 
     return Tracker.from_config(cfg.tracking)
 
 
 def _registry_source(spec: str, uri: str, tracker: Any, workdir: Path) -> ModelSource:
-    reg = tracker.registered_checkpoint(uri, workdir)  # ValueError naming a missing alias
+    from serving.registry import ModelRegistry  # deferred: see the module docstring
+
+    reg = ModelRegistry(tracker).registered_checkpoint(uri, workdir)  # ValueError: no alias
     return ModelSource(spec, "registry", reg.base_model, reg.adapter_dir, reg.dtype,
                        f"{reg.name} v{reg.version}" + (f" (@{reg.alias})" if reg.alias else ""),
                        reg.checkpoint.content_hash)
 
 
 def _run_checkpoint_source(spec: str, tracker: Any, workdir: Path) -> ModelSource:
-    from artifacts.checkpoints import ADAPTER_DIR
+    from artifacts.checkpoints import ADAPTER_DIR  # deferred: see the module docstring
 
     run_id, _, path = spec.removeprefix("runs:/").partition("/")
     found = [c for c in tracker.list_checkpoints(run_id) if c.artifact_path == path.rstrip("/")]
@@ -75,8 +79,9 @@ def _run_checkpoint_source(spec: str, tracker: Any, workdir: Path) -> ModelSourc
 
 def resolve_source(spec: str, cfg: TrainConfig, workdir: Path, tracker: Any = None
                    ) -> ModelSource:
-    """Where ``spec`` (see the module docstring) points; downloads and verifies adapters."""
-    from artifacts.checkpoints import ADAPTER_DIR, verify_checkpoint_dir
+    """Where ``spec`` (see the module docstring) points; downloads and verifies adapters.
+    ``tracker``: an ``artifacts.tracking.Tracker`` (default: the config's)."""
+    from artifacts.checkpoints import ADAPTER_DIR, verify_checkpoint_dir  # deferred: as above
 
     spec = spec.strip()
     alias, version = _ALIAS.match(spec), _VERSION.match(spec)

@@ -1,9 +1,10 @@
 """What a registered model version does when it is served: the five-stage chain, and tests.
 
-``artifacts/lora_pyfunc.py`` (the file MLflow executes when a version loads) builds a
+``serving/lora_pyfunc.py`` (the file MLflow executes when a version loads) builds a
 :class:`ChainPredictor` from the version's artifacts; MLflow bundles this package (with
-``configs``, ``problems`` and ``rewards``) into every version as code, so a version runs the
-same chain code as training and ``flows.infer`` in a process that never saw this repository.
+``models``, ``configs`` and what they import: ``registry.CODE_PACKAGES``) into every version as
+code, so a version runs the same chain code as training and ``flows.infer`` in a process that
+never saw this repository.
 
 Each version carries its own role's adapter and, when one was saved at the same step, the
 other role's (the *partner*): a generator version writes chains, and with ``with_tests`` its
@@ -25,7 +26,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from configs.loader import config_from_dict
 from configs.names import ROLES, STAGES
+from problems.model import Problem
+from serving.sources import ModelSource
 
 INPUT_COLUMNS = ("description", "entry_point")  # required
 OPTIONAL_COLUMNS = ("function_signature", "id")
@@ -52,8 +56,6 @@ def example_row(problem: Any | None = None) -> dict[str, str]:
 def _problems(frame: Any) -> list[Any]:
     """Rows of the input frame as ``Problem`` objects; a missing or empty required column is an
     error that names it."""
-    from problems.model import Problem
-
     missing = [c for c in INPUT_COLUMNS if c not in frame.columns]
     if missing:
         raise ValueError(f"input is missing column(s) {missing}; expected {list(INPUT_COLUMNS)} "
@@ -77,9 +79,7 @@ class ChainPredictor:
 
     def __init__(self, base_model: str, adapters: dict[str, str | Path], role: str,
                  config: dict[str, Any] | None = None) -> None:
-        from configs.loader import config_from_dict
-        from models.inference import InferenceEngine
-        from models.sources import ModelSource
+        from serving.inference import InferenceEngine  # deferred: torch, off the registration path
 
         if role not in ROLES:
             raise ValueError(f"role {role!r}: expected one of {ROLES}")
@@ -96,7 +96,7 @@ class ChainPredictor:
         self.role = role
 
     def predict(self, frame: Any, params: dict[str, Any] | None = None) -> Any:
-        import pandas as pd
+        import pandas as pd  # deferred: heavy, and only a loaded version predicts
 
         params = params or {}
         problems = _problems(frame)

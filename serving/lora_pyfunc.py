@@ -1,8 +1,8 @@
 """MLflow pyfunc model "from code": the five-stage chain (and tests) of one registered version.
 
-``artifacts.registry`` passes this file as ``python_model`` and this repository's ``configs``,
-``models``, ``problems`` and ``rewards`` packages as ``code_paths``; MLflow copies both into
-every version and puts the packages on ``sys.path`` on load. So
+``serving.registry`` passes this file as ``python_model`` and the packages the chain needs
+(``CODE_PACKAGES``: ``serving``, ``models``, ``configs``, ...) as ``code_paths``; MLflow copies
+both into every version and puts the packages on ``sys.path`` on load. So
 ``mlflow.pyfunc.load_model("models:/<name>@champion")`` runs the same chain code as training in
 a fresh process anywhere the base model resolves, without this repository.
 
@@ -12,7 +12,7 @@ role, checkpoint info, the run's resolved config) and, for a small local base mo
 ``base_model``. A hub id is loaded by id, a big local folder from
 ``$ADVERSARIAL_BASE_MODEL_DIR/<name>``; never a path of the training machine.
 
-Input, output and params: see ``models/served.py``. Reloading goes through
+Input, output and params: see ``serving/served.py``. Reloading goes through
 ``PeftModel.from_pretrained`` (inside the engine), not ``mlflow.transformers``, which in MLflow
 3.17 re-initialises LoRA weights on reload for a base model without a hub id.
 """
@@ -27,6 +27,8 @@ from typing import Any
 import pandas as pd
 from mlflow.models import set_model
 from mlflow.pyfunc import PythonModel
+
+from serving.served import ChainPredictor
 
 
 def _base_model(spec: dict[str, Any], artifacts: dict[str, str]) -> str:
@@ -45,8 +47,6 @@ class ChainModel(PythonModel):
     """Loaded lazily in ``load_context`` (torch imports stay off the registration path)."""
 
     def load_context(self, context) -> None:
-        from models.served import ChainPredictor
-
         spec = json.loads(Path(context.artifacts["base"]).read_text())
         role = spec["role"]
         partner = "discriminator" if role == "generator" else "generator"

@@ -1,11 +1,18 @@
-"""The MLflow model registry side of :class:`artifacts.tracking.Tracker`: registering LoRA
-checkpoints as pyfunc versions, the ``candidate``/``champion`` aliases, and resolving
-``models:/<name>@<alias>`` or ``models:/<name>/<version>`` back to a verified checkpoint.
+"""The MLflow model registry over an :class:`artifacts.tracking.Tracker`: registering LoRA
+checkpoints as pyfunc versions that serve the chain (``serving/served.py``), the
+``candidate``/``champion`` aliases, and resolving ``models:/<name>@<alias>`` or
+``models:/<name>/<version>`` back to a verified checkpoint.
 
-A mixin rather than a second client: it uses the tracker's ``client``, ``experiment_id``,
-``tracking_uri`` and ``load_checkpoint``, so one object still holds every MLflow call. With
-``tracking.py`` (and ``lora_pyfunc.py``, which MLflow itself executes), the only modules that
-import mlflow.
+    registry = ModelRegistry(tracker)
+    version = registry.register_checkpoint(run_id, ckpt, cfg.tracking.generator_registry_name,
+                                           base_model=cfg.model.generator)
+
+A view rather than a second client: it uses the tracker's ``client``, ``experiment_id``,
+``tracking_uri`` and ``load_checkpoint``, so the tracker's one client still makes every MLflow
+call. It lives in ``serving``, not ``artifacts``, because a version is registered with what it
+serves (``served``'s columns and example, ``lora_pyfunc.py``, this package as code). With
+``artifacts/tracking.py`` (and ``lora_pyfunc.py``, which MLflow itself executes), the only
+modules that import mlflow.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import math
+import os
 import re
 import shutil
 import tempfile
@@ -29,10 +37,14 @@ from mlflow.models import Model, ModelSignature
 from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
 
 from artifacts.checkpoints import ADAPTER_DIR, CheckpointInfo
+from artifacts.tracking import Tracker
+from serving.served import INPUT_COLUMNS, OPTIONAL_COLUMNS, OUTPUT_COLUMNS, example_row
 
 PYFUNC_CODE = Path(__file__).resolve().parent / "lora_pyfunc.py"
 REPO = PYFUNC_CODE.parents[1]
-CODE_PACKAGES = ("configs", "models", "problems", "rewards")  # what a served version runs
+# What a version runs: the chain (serving, pipeline's solver, models) and what it imports
+# (configs, problems, rewards; sandbox, which configs and problems import for its limits).
+CODE_PACKAGES = ("configs", "models", "pipeline", "problems", "rewards", "sandbox", "serving")
 CANDIDATE, CHAMPION = "candidate", "champion"
 BASE_SPEC = "base.json"  # a registered version's base model, dtype, role and checkpoint info
 BASE_DIR_ENV = "ADVERSARIAL_BASE_MODEL_DIR"  # where local base models too big to bundle are found
@@ -58,8 +70,6 @@ def resolve_base(spec: dict[str, Any], bundled: str | None) -> str:
     """The base model to load for a version's ``base.json``: the bundled copy, the folder under
     ``$ADVERSARIAL_BASE_MODEL_DIR``, or the hub id (versions registered before bundling
     recorded a path: used as it is)."""
-    import os
-
     source = spec.get("base_source")
     if source == "bundled" and bundled:
         return bundled
@@ -103,7 +113,10 @@ class RegisteredCheckpoint:
 
 
 class ModelRegistry:
-    """Registry methods of ``Tracker`` (see the module docstring)."""
+    """The registry of ``tracker``'s MLflow store (see the module docstring)."""
+
+    def __init__(self, tracker: Tracker) -> None:
+        self.tracker = tracker
 
     def register_checkpoint(self, run_id: str, ckpt: CheckpointInfo, name: str,
                             base_model: str, dtype: str = "float32", *,
@@ -111,14 +124,14 @@ class ModelRegistry:
                             config: dict[str, Any] | None = None,
                             example: dict[str, str] | None = None) -> RegisteredVersion:
         """Register ``ckpt`` as a new pyfunc version of ``name`` that runs the five-stage chain
-        (``models/served.py``): ``partner`` is the other role's checkpoint of the same step
+        (``serving/served.py``): ``partner`` is the other role's checkpoint of the same step
         (a generator version writes its tests with it, a discriminator version its chains),
         ``config`` the run's resolved config (sampling, context length), ``example`` the
         input example row (default: a built-in problem). Alias ``candidate`` moves to the new
         version, ``champion`` to the best score so far."""
         ref, bundle = base_reference(base_model)
         with tempfile.TemporaryDirectory() as tmp:
-            adapter_root = self.load_checkpoint(ckpt, Path(tmp) / "ckpt")  # verified
+            adapter_root = self.tracker.load_checkpoint(ckpt, Path(tmp) / "ckpt")  # verified
             spec = Path(tmp) / BASE_SPEC
             spec.write_text(json.dumps({**ref, "dtype": dtype, "role": ckpt.role,
                                         "checkpoint": ckpt.to_dict(),
@@ -126,18 +139,17 @@ class ModelRegistry:
                                         "config": config}, indent=1))
             artifacts = {"adapter": str(adapter_root / "adapter"), "base": str(spec)}
             if partner is not None:
-                partner_root = self.load_checkpoint(partner, Path(tmp) / "partner")  # verified
+                partner_root = self.tracker.load_checkpoint(partner,  # verified
+                                                            Path(tmp) / "partner")
                 artifacts["partner_adapter"] = str(partner_root / "adapter")
             if bundle is not None:  # MLflow stores an artifact under its own file name
                 shutil.copytree(bundle, Path(tmp) / "base_model")
                 artifacts["base_model"] = str(Path(tmp) / "base_model")
-            logged = self.client.create_logged_model(
-                self.experiment_id, name=f"{ckpt.role}-step{ckpt.step:06d}",
+            logged = self.tracker.client.create_logged_model(
+                self.tracker.experiment_id, name=f"{ckpt.role}-step{ckpt.step:06d}",
                 source_run_id=run_id, model_type="lora-pyfunc",
                 tags={"content_hash": ckpt.content_hash, "role": ckpt.role})
-            import pandas as pd
-
-            from models.served import example_row
+            import pandas as pd  # deferred: heavy, and only registration needs it
 
             with warnings.catch_warnings():
                 # With an explicit signature MLflow checks the example against it; it does not
@@ -151,11 +163,11 @@ class ModelRegistry:
                     pip_requirements=_requirements(),
                     mlflow_model=Model(artifact_path=logged.artifact_location, run_id=run_id,
                                        model_id=logged.model_id, model_uuid=logged.model_id))
-            self.client.log_model_artifacts(logged.model_id, str(Path(tmp) / "model"))
-        self.client.finalize_logged_model(logged.model_id, "READY")
-        self.client.log_outputs(run_id, [LoggedModelOutput(logged.model_id, ckpt.step)])
+            self.tracker.client.log_model_artifacts(logged.model_id, str(Path(tmp) / "model"))
+        self.tracker.client.finalize_logged_model(logged.model_id, "READY")
+        self.tracker.client.log_outputs(run_id, [LoggedModelOutput(logged.model_id, ckpt.step)])
         try:
-            self.client.create_registered_model(name)
+            self.tracker.client.create_registered_model(name)
         except MlflowException as exc:
             if exc.error_code != "RESOURCE_ALREADY_EXISTS":
                 raise
@@ -170,35 +182,35 @@ class ModelRegistry:
                        f"{ref['base_model']} ({ref['base_source']}). Serves the five-stage "
                        "chain" + (f" with the {partner.role} of the same step" if partner else "")
                        + "; input: description, entry_point.")
-        mv = self.client.create_model_version(name, source=logged.artifact_location,
+        mv = self.tracker.client.create_model_version(name, source=logged.artifact_location,
                                               run_id=run_id, tags=tags, model_id=logged.model_id,
                                               description=description)
-        self.client.set_registered_model_alias(name, CANDIDATE, mv.version)
+        self.tracker.client.set_registered_model_alias(name, CANDIDATE, mv.version)
         self._update_champion(name)
-        aliases = tuple(self.client.get_model_version(name, mv.version).aliases)
+        aliases = tuple(self.tracker.client.get_model_version(name, mv.version).aliases)
         return RegisteredVersion(name, str(mv.version), ckpt.score, aliases,
                                  f"models:/{name}/{mv.version}")
 
     def _update_champion(self, name: str) -> None:
         """``champion`` moves only when another version scores strictly higher."""
-        versions = self.client.search_model_versions(f"name = '{name}'")
+        versions = self.tracker.client.search_model_versions(f"name = '{name}'")
         scored = [(float(v.tags.get("score", "nan")), -int(v.version), v.version)
                   for v in versions if not math.isnan(float(v.tags.get("score", "nan")))]
         if not scored:
             return
         best = max(scored)
         try:
-            current = self.client.get_model_version_by_alias(name, CHAMPION)
+            current = self.tracker.client.get_model_version_by_alias(name, CHAMPION)
             if float(current.tags.get("score", "-inf")) >= best[0]:
                 return
         except MlflowException:
             pass  # no champion yet
-        self.client.set_registered_model_alias(name, CHAMPION, best[2])
+        self.tracker.client.set_registered_model_alias(name, CHAMPION, best[2])
 
     def alias_version(self, name: str, alias: str) -> str | None:
         """Version number holding ``alias``, or None."""
         try:
-            return str(self.client.get_model_version_by_alias(name, alias).version)
+            return str(self.tracker.client.get_model_version_by_alias(name, alias).version)
         except MlflowException:
             return None
 
@@ -213,7 +225,7 @@ class ModelRegistry:
             version = self.alias_version(name, alias)
             if version is None:
                 raise ValueError(f"{model_uri}: no version of {name!r} has alias {alias!r} in "
-                                 f"{self.tracking_uri}")
+                                 f"{self.tracker.tracking_uri}")
         return name, str(version)
 
     def load_registered(self, model_uri: str) -> Any:
@@ -248,7 +260,7 @@ class ModelRegistry:
         name, version = self.resolve_model_uri(model_uri)
         base = self.registered_base_spec(name, version)
         ckpt = CheckpointInfo(**base["checkpoint"])
-        folder = self.load_checkpoint(ckpt, Path(dst) / f"{name}-v{version}")
+        folder = self.tracker.load_checkpoint(ckpt, Path(dst) / f"{name}-v{version}")
         bundled = None
         if base.get("base_source") == "bundled":
             bundled = self._download_version(name, version, str(Path(dst) / f"{name}-v{version}"
@@ -260,17 +272,15 @@ class ModelRegistry:
         """A registered version's logged model (or ``path`` inside it) into ``dst``; the
         version's storage location comes from this tracker's client (see
         :meth:`load_registered`)."""
-        location = self.client.get_model_version_download_uri(name, version)
+        location = self.tracker.client.get_model_version_download_uri(name, version)
         uri = f"{location.rstrip('/')}/{path}" if path else location
         return mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=dst,
-                                                   tracking_uri=self.tracking_uri)
+                                                   tracking_uri=self.tracker.tracking_uri)
 
 
 def signature(role: str) -> ModelSignature:
-    """A version's declared input, output and params (``models/served.py``); only the default
+    """A version's declared input, output and params (``serving/served.py``); only the default
     of ``with_tests`` differs between the roles."""
-    from models.served import INPUT_COLUMNS, OPTIONAL_COLUMNS, OUTPUT_COLUMNS
-
     inputs = [ColSpec("string", c) for c in INPUT_COLUMNS] + [
         ColSpec("string", c, required=False) for c in OPTIONAL_COLUMNS]
     return ModelSignature(

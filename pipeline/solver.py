@@ -1,0 +1,231 @@
+"""The chain on new problems, without a run store: the generator's five stages, the
+discriminator's tests at every stage, and the sandbox. Inference (``serving.inference``),
+evaluation (``pipeline.evaluation``) and the held-out rows of a training run
+(``pipeline.heldout``) all use :class:`ChainSolver`; it is built from the same functions a
+training step runs (``pipeline.chains.sample_stage`` for every stage of either role,
+``pipeline.chains.parsed_test_rows`` to parse and deduplicate tests, the run's sandbox runner
+to execute), so a chain means the same thing everywhere.
+
+Its two seams: the ``sampler`` (``pipeline.chains.Sampler``: ``models.policy.Policies`` or
+another engine) and ``run_jobs`` (``pipeline.execution.RunJobs``; default: the config's
+sandbox, local or fanned out over Ray as ``sandbox.executor`` says).
+
+Times are per sample: its share of each stage's batched call.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from configs.names import CODE_STAGE, STAGES
+from configs.schema import TrainConfig
+from models.parsing import parse_code
+from models.seeds import derive_seed
+from pipeline.chains import SampleKey, Sampler, parsed_test_rows, sample_stage
+from pipeline.execution import RunJobs, sandbox_runner
+from problems import Problem
+
+REASONING_STAGES = STAGES[:-1]  # every stage before the code
+MODES = ("chain", "direct")
+
+
+@dataclass
+class InferenceResult:
+    """One problem worked through the chain (or the direct single-stage baseline)."""
+
+    problem: Problem
+    sample_idx: int
+    reasoning_chain: list[str]
+    """Generator outputs of the stages before the code (empty for the direct baseline)."""
+    generated_code: str
+    """The code stage's output as generated (prose and fences included)."""
+    code: str | None
+    """The parsed implementation of the entry point; ``None`` when there is none that compiles."""
+    code_reason: str
+    stage_times: list[float]
+    """Seconds per generator stage (this sample's share of each batched call)."""
+    mode: str = "chain"  # chain | direct
+    execution_result: Any = None
+    """``sandbox.ExecutionResult`` of the code against the tests; ``None`` when not executed
+    or when there was no code."""
+    executed_tests: list[str] = field(default_factory=list)
+    test_texts: list[str] = field(default_factory=list)
+    """The discriminator's raw output per stage (when it was asked)."""
+    tests: list[tuple[int, str]] = field(default_factory=list)
+    """Parsed, deduplicated discriminator tests as (stage, snippet)."""
+    test_times: list[float] = field(default_factory=list)
+    execution_time: float = 0.0
+    finished: list[bool] = field(default_factory=list)
+    """Per stage: ended with a stop token (False: cut at ``max_new_tokens``)."""
+
+    @property
+    def problem_description(self) -> str:
+        return self.problem.description
+
+    @property
+    def inference_time(self) -> float:
+        """Generation seconds of the generator's stages (tests and execution excluded)."""
+        return float(sum(self.stage_times))
+
+    @property
+    def total_time(self) -> float:
+        return self.inference_time + float(sum(self.test_times)) + self.execution_time
+
+    @property
+    def passed(self) -> bool:
+        """The code passed every executed test (at least one)."""
+        return self.execution_result is not None and self.execution_result.all_passed
+
+    def to_dict(self) -> dict[str, Any]:
+        ex = self.execution_result
+        return {"problem_id": self.problem.id, "sample_idx": self.sample_idx, "mode": self.mode,
+                "reasoning_chain": self.reasoning_chain, "generated_code": self.generated_code,
+                "code": self.code, "code_reason": self.code_reason, "passed": self.passed,
+                "execution": None if ex is None else {
+                    "passed": ex.passed, "total": ex.total, "isolation": ex.isolation,
+                    "statuses": [o.status for o in ex.outcomes]},
+                "tests": [{"stage": s, "snippet": t} for s, t in self.tests],
+                "stage_times": self.stage_times, "inference_time": self.inference_time,
+                "test_times": self.test_times, "execution_time": self.execution_time}
+
+
+class ChainSolver:
+    """The chain for new problems: ``sampler`` writes, ``run_jobs`` executes (see the module
+    docstring). ``cfg`` gives sampling, context length and the sandbox; it is read at each
+    call, so a caller may replace it (``serving.served`` does, per request)."""
+
+    def __init__(self, sampler: Sampler, cfg: TrainConfig, run_jobs: RunJobs | None = None):
+        self.sampler = sampler
+        self.cfg = cfg
+        self._run_jobs = run_jobs
+
+    @property
+    def run_jobs(self) -> RunJobs:
+        return self._run_jobs or sandbox_runner(self.cfg.sandbox)
+
+    def _samples(self, problems: Sequence[Problem], samples: int) -> list[tuple[Problem, int]]:
+        if samples < 1:
+            raise ValueError(f"samples={samples!r}: must be >= 1")
+        ids = [p.id for p in problems]
+        if len(set(ids)) != len(ids):  # a sample is keyed by (problem id, index)
+            twice = sorted({i for i in ids if ids.count(i) > 1})
+            raise ValueError(f"problem ids {twice[:5]} appear more than once; each problem "
+                             "once, with samples= for more samples")
+        return [(p, j) for p in problems for j in range(samples)]
+
+    def _stages(self, pairs: list[tuple[Problem, int]], stages: Sequence[int], seed: int,
+                mode: str) -> tuple[dict[SampleKey, list[str]], list[list[float]],
+                                    list[list[bool]]]:
+        """The generator's ``stages`` for every sample: texts per sample, and per sample and
+        stage its share of the stage's time and whether it ended with a stop token."""
+        texts: dict[SampleKey, list[str]] = {}
+        times: list[list[float]] = [[] for _ in pairs]
+        done: list[list[bool]] = [[] for _ in pairs]
+        for stage in stages:
+            rows, batch = sample_stage(
+                self.sampler, "generator", pairs, stage, texts, sampling=self.cfg.sampling,
+                max_context_tokens=self.cfg.model.max_context_tokens,
+                seed=derive_seed(seed, mode, stage, "generator"), direct=mode == "direct")
+            share = batch.seconds / max(len(pairs), 1)
+            for i, ((p, j), gen) in enumerate(zip(pairs, batch.generations, strict=True)):
+                texts.setdefault((p.id, j), []).append(gen.text)
+                times[i].append(share)
+                done[i].append(gen.finished)
+        return texts, times, done
+
+    def generate(self, problems: Sequence[Problem], samples: int = 1, *, mode: str = "chain",
+                 seed: int | None = None) -> list[InferenceResult]:
+        """Generator output for problems x samples, problem-major. ``mode="chain"``: every
+        stage; ``"direct"``: the code stage's prompt alone (the single-stage baseline)."""
+        if mode not in MODES:
+            raise ValueError(f"mode={mode!r}: must be 'chain' or 'direct'")
+        seed = self.cfg.sampling.seed if seed is None else seed
+        pairs = self._samples(problems, samples)
+        stages = STAGES if mode == "chain" else (CODE_STAGE,)
+        texts, times, done = self._stages(pairs, stages, seed, mode)
+        out = []
+        for (problem, j), s, f in zip(pairs, times, done, strict=True):
+            t = texts[(problem.id, j)]
+            parsed = parse_code(t[-1], problem.entry_point)
+            out.append(InferenceResult(
+                problem=problem, sample_idx=j, reasoning_chain=list(t[:-1]),
+                generated_code=t[-1], code=parsed.code if parsed.ok else None,
+                code_reason=parsed.reason or ("ok" if parsed.ok else "no code"),
+                stage_times=s, mode=mode, finished=f))
+        return out
+
+    def write_tests(self, results: Sequence[InferenceResult], seed: int | None = None) -> None:
+        """The discriminator's tests for every stage of each chain (in place): raw texts and
+        the parsed snippets, deduplicated within a stage and against earlier stages, as a
+        training step does."""
+        chains = [r for r in results if r.mode == "chain"]
+        if not chains:
+            return
+        seed = self.cfg.sampling.seed if seed is None else seed
+        pairs = [(r.problem, r.sample_idx) for r in chains]
+        texts = {(r.problem.id, r.sample_idx): r.reasoning_chain + [r.generated_code]
+                 for r in chains}
+        seen: dict[SampleKey, dict[str, str]] = {}
+        for r in chains:
+            r.test_texts, r.tests, r.test_times = [], [], []
+        for stage in STAGES:
+            upto = {k: v[:stage] for k, v in texts.items()}
+            _, batch = sample_stage(
+                self.sampler, "discriminator", pairs, stage, upto, sampling=self.cfg.sampling,
+                max_context_tokens=self.cfg.model.max_context_tokens,
+                seed=derive_seed(seed, "tests", stage))
+            written = [g.text for g in batch.generations]
+            kept = {}
+            for row in parsed_test_rows(pairs, written, stage, seen):
+                if row["parse_status"] == "ok" and not row["is_duplicate"]:
+                    kept.setdefault((row["problem_id"], row["sample_idx"]), []).append(
+                        row["snippet"])
+            share = batch.seconds / len(chains)
+            for r, text in zip(chains, written, strict=True):
+                r.test_texts.append(text)
+                r.test_times.append(share)
+                r.tests += [(stage, t) for t in kept.get((r.problem.id, r.sample_idx), [])]
+
+    def execute(self, results: Sequence[InferenceResult], with_tests: bool = False) -> None:
+        """Run each result's code against the problem's baseline tests (plus its discriminator
+        tests with ``with_tests``) in the sandbox, in place. No code: no execution result."""
+        todo = []
+        for r in results:
+            if r.code is None:
+                continue
+            r.executed_tests = list(r.problem.baseline_tests) + (
+                [t for _, t in r.tests] if with_tests else [])
+            if r.executed_tests:
+                todo.append(r)
+        if not todo:
+            return
+        t0 = time.perf_counter()
+        outs = self.run_jobs([(r.problem.program(r.code), r.executed_tests) for r in todo])
+        share = (time.perf_counter() - t0) / len(todo)
+        for r, out in zip(todo, outs, strict=True):
+            r.execution_result, r.execution_time = out, share
+
+    # -- the seed's API -----------------------------------------------------------------------
+    def solve_batch(self, problems: Sequence[Problem], samples: int = 1, *,
+                    execute: bool = True, with_tests: bool = False) -> list[InferenceResult]:
+        """The chain for every problem (``samples`` each), optionally discriminator tests and
+        execution against the problem's tests."""
+        results = self.generate(problems, samples)
+        if with_tests:
+            self.write_tests(results)
+        if execute:
+            self.execute(results, with_tests=with_tests)
+        return results
+
+    def solve_problem(self, problem: Problem, *, execute: bool = True,
+                      with_tests: bool = False) -> InferenceResult:
+        return self.solve_batch([problem], 1, execute=execute, with_tests=with_tests)[0]
+
+    def get_reasoning_chain(self, problem: Problem) -> list[str]:
+        """The stages before the code only: no code is generated or executed."""
+        pairs = self._samples([problem], 1)
+        texts, _, _ = self._stages(pairs, REASONING_STAGES, self.cfg.sampling.seed, "chain")
+        return texts[(problem.id, 0)]

@@ -43,22 +43,31 @@ if __name__ == "__main__":  # --help and usage errors answer before Prefect and 
 
 from prefect import flow, get_run_logger
 
-from configs import load_config
+from artifacts.store import ManifestCorrupt
+from configs import ConfigError, load_config
 from configs.schema import check_learnable
+from deployments.server import ensure_prefect_api
+from models.resume import StateIntegrityError
 from pipeline.catalogue import work_items
 from pipeline.schedule import PlannedStep, ends_stage, plan
-from tasks.heldout import evaluate_heldout, recorded
+from problems import ProblemLoadError
 from tasks.progress import Progress, flow_run_name, name_flow_run, quiet_console
 from tasks.reporting import close_step, finish_run, log_step_time
-from tasks.resume import resume_point
-from tasks.runtime import RunContext, new_run_id, open_run
+from tasks.resume import check_resume_state
+from tasks.runtime import RunContext, load_run_problems, new_run_id, open_run
+from tasks.start import start_point
 from tasks.step import run_item
-from tasks.warmstart import warm_start
 
 
 def train_step(ctx: RunContext, planned: PlannedStep, last_of_stage: bool) -> dict[str, float]:
-    """The catalogue's items in order (rollout -> tests, stage by stage; execute -> rewards ->
-    update), then save the state and close the step (its manifest is written last). Where the
+    """One step of the schedule, the catalogue's items in order::
+
+        for s in stages:  the generator writes stage s; the discriminator writes its tests
+        execute:          every kept test vs the final code, the reference and its mutants
+        rewards:          both roles' rewards from those executions
+        update:           one PPO update of planned.role on planned.stage's tokens
+
+    then save both roles' state and close the step (its manifest is written last). Where the
     step's time went is logged as ``time/*``."""
     start, item_s = time.perf_counter(), {}
     for item in work_items():
@@ -89,34 +98,12 @@ def train(config: str = "configs/tiny.yaml", overrides: list[str] | None = None,
                            "stages:" + ",".join(str(s) for s in cfg.schedule.stages)])
     ctx = open_run(cfg, run_id)
     steps = plan(cfg.schedule)
-    start = resume_point(ctx, steps)
-    if start:
-        get_run_logger().info("run %s: resuming after step %d of %d", run_id, start, len(steps))
-    else:
-        get_run_logger().info("run %s: starting, %d steps", run_id, len(steps))
-    fresh = start == 0 and 0 not in ctx.resume.steps()
-    if init_from and fresh:  # trained adapters instead of the warm start
-        from tasks.initfrom import init_adapters
-
-        sources = init_adapters(ctx, init_from)
-        ctx.tracker.set_tags(ctx.mlflow_run_id, {"init_from": init_from, **{
-            f"init_from.{role}": where for role, where in sources.items()}})
-        ctx.save_state(0)
-    elif init_from:
-        get_run_logger().warning("--init-from %s ignored: run %s continues from its own state",
-                                 init_from, run_id)
-    elif fresh and cfg.warm_start.enabled:
-        warm_start(ctx)
-        ctx.save_state(0)
-    if cfg.evaluation.source and start == 0 and not any(
-            e["label"] == "before" for e in recorded(ctx)):
-        evaluate_heldout(ctx, "before", 0)  # the held-out row before any PPO step
+    start = start_point(ctx, steps, init_from)  # resumed, --init-from or warm start
     with Progress(ctx, total=len(steps), done=start) as progress:
-        for i, planned in enumerate(steps):
-            if planned.step <= start:
-                continue
-            metrics = train_step(ctx, planned, ends_stage(steps, i))
-            progress.advance(planned, metrics)
+        for i, planned in enumerate(steps):  # N + N + K steps per training stage
+            if planned.step > start:
+                metrics = train_step(ctx, planned, last_of_stage=ends_stage(steps, i))
+                progress.advance(planned, metrics)
     return finish_run(ctx)
 
 
@@ -131,24 +118,17 @@ def preload() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from configs import ConfigError
-    from problems import ProblemLoadError
     try:  # fail fast, before Prefect starts: bad values, configs that cannot learn, problems
         cfg = load_config(args.config, args.overrides)
         check_learnable(cfg, args.config)
-        from tasks.runtime import load_run_problems
         load_run_problems(cfg)  # a bad problem file exits 2 here; the flow reuses the result
     except (ConfigError, ProblemLoadError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from artifacts.store import ManifestCorrupt
-    from models.resume import StateIntegrityError
-    from tasks.resume import check_resume_state
     try:  # resume state: checked before Prefect starts, and again once the models are loaded
         if args.run_id:
             check_resume_state(load_config(args.config, args.overrides), args.run_id,
                                args.artifacts_root)
-        from deployments.server import ensure_prefect_api
         # A temporary Prefect server that dies with this run; the libraries the run loads
         # anyway are imported while it starts (two processes, two cores: seconds saved).
         ensure_prefect_api(meanwhile=preload)

@@ -46,6 +46,8 @@ class Stage:
         return self.id == CODE_STAGE
 
 
+N_STAGES = len(STAGES)  # "Stage k of N" in every prompt
+
 _TEST_FORMAT = (
     "Write between 3 and 8 tests as plain `assert` statements that call `{entry_point}` "
     "directly, one per line, inside one ```python fenced block, for example:\n"
@@ -54,7 +56,7 @@ _TEST_FORMAT = (
 )
 
 _DISCRIMINATOR_TEMPLATE = (
-    "Stage {stage_id} of 5: {stage_name}. Focus on {focus}.\n" + _TEST_FORMAT
+    f"Stage {{stage_id}} of {N_STAGES}: {{stage_name}}. Focus on {{focus}}.\n" + _TEST_FORMAT
 )
 
 _STAGES = (
@@ -63,7 +65,8 @@ _STAGES = (
         name="informal reasoning",
         description="Conversational, intuitive understanding of the problem and an approach.",
         generator_prompt_template=(
-            "Stage 1 of 5: informal reasoning. In a few plain sentences, explain what "
+            f"Stage 1 of {N_STAGES}: "
+            "informal reasoning. In a few plain sentences, explain what "
             "`{entry_point}` must do and which approach would work. Do not write code yet."
         ),
         discriminator_prompt_template=_DISCRIMINATOR_TEMPLATE,
@@ -75,7 +78,8 @@ _STAGES = (
         name="structured reasoning",
         description="An organised breakdown: the problem, the approach, the steps, edge cases.",
         generator_prompt_template=(
-            "Stage 2 of 5: structured reasoning. As a numbered list, state the problem, the "
+            f"Stage 2 of {N_STAGES}: "
+            "structured reasoning. As a numbered list, state the problem, the "
             "approach, the steps, and the edge cases `{entry_point}` must handle. No code yet."
         ),
         discriminator_prompt_template=_DISCRIMINATOR_TEMPLATE,
@@ -87,7 +91,8 @@ _STAGES = (
         name="pseudocode",
         description="The algorithm in language-neutral pseudocode.",
         generator_prompt_template=(
-            "Stage 3 of 5: pseudocode. Write the algorithm for `{entry_point}` as indented "
+            f"Stage 3 of {N_STAGES}: "
+            "pseudocode. Write the algorithm for `{entry_point}` as indented "
             "pseudocode (not Python)."
         ),
         discriminator_prompt_template=_DISCRIMINATOR_TEMPLATE,
@@ -99,7 +104,8 @@ _STAGES = (
         name="constraints and invariants",
         description="Time and space complexity, invariants, and the inputs that must be handled.",
         generator_prompt_template=(
-            "Stage 4 of 5: constraints and invariants. State the time and space complexity of "
+            f"Stage 4 of {N_STAGES}: "
+            "constraints and invariants. State the time and space complexity of "
             "your algorithm for `{entry_point}`, its loop invariants, and the input ranges and "
             "special values it must handle."
         ),
@@ -112,7 +118,8 @@ _STAGES = (
         name="executable code",
         description="The final Python implementation.",
         generator_prompt_template=(
-            "Stage 5 of 5: executable code. Write the complete Python implementation of "
+            f"Stage 5 of {N_STAGES}: "
+            "executable code. Write the complete Python implementation of "
             "`{entry_point}` following your reasoning, in exactly one ```python fenced block "
             "that defines `{entry_point}` with the given signature. No explanation, no tests, "
             "no example usage."
@@ -125,14 +132,15 @@ _STAGES = (
 
 
 def get_stage(stage_id: int) -> Stage:
-    """The stage with id ``stage_id`` (1 to 5); anything else raises ``ValueError``."""
+    """The stage with id ``stage_id`` (one of ``STAGES``); anything else raises ``ValueError``."""
     if isinstance(stage_id, bool) or not isinstance(stage_id, int) or stage_id not in STAGES:
-        raise ValueError(f"stage_id={stage_id!r}: must be an integer from 1 to 5")
+        raise ValueError(f"stage_id={stage_id!r}: must be an integer from {STAGES[0]} to "
+                         f"{STAGES[-1]}")
     return _STAGES[stage_id - 1]
 
 
 def get_all_stages() -> list[Stage]:
-    """All five stages, in order."""
+    """Every stage, in order."""
     return list(_STAGES)
 
 

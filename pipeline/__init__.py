@@ -1,9 +1,13 @@
 """The training pipeline's pure core: what a step is, and every function that turns one
 step's rows into the next step's rows. No Prefect here.
 
-- ``catalogue``: the step's work items, the parts each reads and writes, and part names;
+- ``catalogue``: the step's work items, one type per kind: the parts each reads and writes
+  (``parts``: the run store's part names) and the function it runs (``stepwork``);
 - ``schedule``: which role trains which stage at which step (N + N + K);
-- ``chains``: prompts' outputs to chains rows, discriminator text to tests rows;
+- ``chains``: the sampler seam, prompts' outputs to chains rows, discriminator text to tests
+  rows;
+- ``solver``: the chain on new problems (inference, evaluation, held-out rows), built from
+  the same functions a training step runs;
 - ``execution``: accumulated suites to sandbox jobs, and results to executions rows;
 - ``scoring``: executions to per-sample outcomes and rewards rows;
 - ``update``: a step's chains and rewards to one PPO update of one role;
@@ -12,8 +16,7 @@ step's rows into the next step's rows. No Prefect here.
 - ``evaluation``: pass@k and test quality of saved adapters, scored as training scores;
 - ``compare``: replayed parts against recorded ones.
 
-``tasks/`` wraps these in Prefect tasks that read their inputs from the run store, call one
-function, and write the result back; ``flows/`` chains those tasks. Nothing in this package
-imports ``tasks``, ``flows`` or ``prefect``, so the same functions serve training, replay,
-recovery, evaluation and unit tests.
+``tasks/`` runs each work item as a Prefect task (``tasks.step``); ``flows/`` chains them.
+Nothing in this package imports ``tasks``, ``flows`` or ``prefect``, so the same functions
+serve training, replay, recovery, evaluation, inference and unit tests.
 """

@@ -1,5 +1,6 @@
-"""The step catalogue: one declaration of a training step's work, in order, with the run-store
-parts each item reads and writes.
+"""The step catalogue: one declaration of a training step's work, in order. Each kind of work
+item is a type that says what it reads, what it writes and which function it runs; nothing
+else dispatches on kinds.
 
 A step regenerates the whole chain and learns from it::
 
@@ -11,8 +12,8 @@ earlier stages, to deduplicate); ``execute`` runs every kept test against the fi
 reference and its mutants; ``rewards`` scores the samples; ``update`` is one PPO update of the
 step's role. The train flow runs ``work_items()`` in order; replay reruns a *kind* of item
 (``--stage tests`` is every ``tests-s``) from the inputs the catalogue names; recovery redoes
-the first item whose outputs are missing and everything after it. All three derive from this
-module, so they cannot drift apart.
+the first item whose outputs are missing and everything after it. All three run items through
+``WorkItem.run`` (as Prefect tasks: ``tasks.step``), so they cannot drift apart.
 
     >>> [i.name for i in work_items()][:3], [i.name for i in work_items()][-3:]
     (['rollout-1', 'tests-1', 'rollout-2'], ['execute', 'rewards', 'update'])
@@ -24,96 +25,189 @@ module, so they cannot drift apart.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
-from configs.names import CODE_STAGE, ROLES, STAGES
-
-__all__ = ["CHAINS", "CODE_STAGE", "EXECUTIONS", "KINDS", "REWARDS", "ROLES", "STAGES",
-           "STAGE_REPORTS", "TESTS",
-           "UPDATES", "Part", "WorkItem", "chain_part", "executions_part", "inputs_of",
-           "items_of", "kind_inputs", "kind_outputs", "rewards_part", "step_parts",
-           "suite_part", "suite_parts", "update_part", "work_items"]
-
-Part = tuple[str, str]  # (table, part): one Parquet file of a step
-# The run store's tables (their schemas: ``artifacts.schemas``).
-CHAINS, TESTS, EXECUTIONS = "chains", "tests", "executions"
-REWARDS, UPDATES = "rewards", "updates"
-STAGE_REPORTS = "stage_reports"  # written by the step's close (reporting), not a work item
-KINDS = ("rollout", "tests", "execute", "rewards", "update")
-"""Kinds of work item, in step order: what ``flows.replay --stage`` names."""
-
-
-def chain_part(role: str, stage: int) -> Part:
-    """The chains part of ``role``'s text for chain stage ``stage``."""
-    return (CHAINS, f"{role}-{stage}")
-
-
-def suite_part(stage: int | None) -> Part:
-    """The tests part of chain stage ``stage`` (None: the problems' own baseline tests)."""
-    return (TESTS, "baseline" if stage is None else f"stage-{stage}")
-
-
-def suite_parts() -> list[Part]:
-    """Every tests part of a step: baseline first, then the stages."""
-    return [suite_part(None)] + [suite_part(s) for s in STAGES]
-
-
-def executions_part() -> Part:
-    return (EXECUTIONS, "all")
-
-
-def rewards_part() -> Part:
-    return (REWARDS, "all")
-
-
-def update_part(role: str) -> Part:
-    return (UPDATES, role)
+from artifacts.store import Pointer
+from configs.names import CODE_STAGE, STAGES
+from pipeline import stepwork
+from pipeline.parts import (
+    Part,
+    chain_part,
+    executions_part,
+    rewards_part,
+    suite_part,
+    suite_parts,
+    update_part,
+)
+from pipeline.schedule import PlannedStep
+from pipeline.stepwork import StepContext
 
 
 @dataclass(frozen=True)
 class WorkItem:
-    """One unit of a step's work: a kind and, for rollout and tests, its chain stage."""
+    """One unit of a step's work. Subclasses are the kinds: each declares its parts and the
+    function it runs. ``role`` below is the role the step updates; ``trained_stage`` the chain
+    stage its update trains on."""
 
-    kind: str
-    stage: int | None = None
+    kind: ClassVar[str]
+    task: ClassVar[str]         # the Prefect task's name
+    retries: ClassVar[int] = 0  # safe to retry only when re-running cannot change the result
 
     @property
     def name(self) -> str:
-        return self.kind if self.stage is None else f"{self.kind}-{self.stage}"
+        return self.kind
+
+    def run_name(self, planned: PlannedStep) -> str:
+        """The Prefect task run's name."""
+        return f"{self.kind}-step{planned.step}"
 
     def model_role(self, role: str) -> str | None:
-        """The role whose adapter this item samples or updates (``role``: the step's)."""
-        return {"rollout": "generator", "tests": "discriminator", "update": role}.get(self.kind)
+        """The role whose adapter this item samples or updates (None: no model)."""
+        return None
 
     def outputs(self, role: str) -> list[Part]:
-        """The parts this item writes; ``role`` is the role the step updates."""
-        s = self.stage
-        if self.kind == "rollout":
-            return [chain_part("generator", s)]
-        if self.kind == "tests":
-            return [chain_part("discriminator", s), suite_part(s)] + \
-                ([suite_part(None)] if s == STAGES[0] else [])
-        return {"execute": [executions_part()], "rewards": [rewards_part()],
-                "update": [update_part(role)]}[self.kind]
+        raise NotImplementedError
 
     def inputs(self, role: str, trained_stage: int) -> list[Part]:
-        """The parts this item reads (``trained_stage``: the stage the update trains on)."""
-        s = self.stage
-        if self.kind == "rollout":
-            return [chain_part("generator", t) for t in STAGES if t < s]
-        if self.kind == "tests":
-            return [chain_part("generator", t) for t in STAGES if t <= s] + \
-                [suite_part(t) for t in STAGES if t < s]
-        return {"execute": [chain_part("generator", CODE_STAGE), *suite_parts()],
-                "rewards": [*suite_parts(), executions_part()],
-                "update": [chain_part(role, trained_stage), rewards_part()]}[self.kind]
+        raise NotImplementedError
+
+    def run(self, ctx: StepContext, planned: PlannedStep) -> list[Pointer]:
+        """Do the work on ``ctx.store``; returns the parts written."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class StageItem(WorkItem):
+    """An item of one chain stage."""
+
+    stage: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}-{self.stage}"
+
+    def run_name(self, planned: PlannedStep) -> str:
+        return f"{self.kind}-step{planned.step}-stage{self.stage}"
+
+
+@dataclass(frozen=True)
+class Rollout(StageItem):
+    """The generator writes chain stage ``stage``, given the stages before it."""
+
+    kind: ClassVar[str] = "rollout"
+    task: ClassVar[str] = "rollout"
+
+    def model_role(self, role: str) -> str:
+        return "generator"
+
+    def outputs(self, role: str) -> list[Part]:
+        return [chain_part("generator", self.stage)]
+
+    def inputs(self, role: str, trained_stage: int) -> list[Part]:
+        return [chain_part("generator", t) for t in STAGES if t < self.stage]
+
+    def run(self, ctx: StepContext, planned: PlannedStep) -> list[Pointer]:
+        return stepwork.rollout(ctx, planned.step, self.stage)
+
+
+@dataclass(frozen=True)
+class Tests(StageItem):
+    """The discriminator writes tests for chain stage ``stage`` (stage 1 also records the
+    problems' own baseline tests)."""
+
+    kind: ClassVar[str] = "tests"
+    task: ClassVar[str] = "generate-tests"
+
+    def model_role(self, role: str) -> str:
+        return "discriminator"
+
+    def outputs(self, role: str) -> list[Part]:
+        return [chain_part("discriminator", self.stage), suite_part(self.stage)] + \
+            ([suite_part(None)] if self.stage == STAGES[0] else [])
+
+    def inputs(self, role: str, trained_stage: int) -> list[Part]:
+        return [chain_part("generator", t) for t in STAGES if t <= self.stage] + \
+            [suite_part(t) for t in STAGES if t < self.stage]
+
+    def run(self, ctx: StepContext, planned: PlannedStep) -> list[Pointer]:
+        return stepwork.generate_tests(ctx, planned.step, self.stage)
+
+
+@dataclass(frozen=True)
+class Execute(WorkItem):
+    """Every kept test against the final code, the reference and its mutants."""
+
+    kind: ClassVar[str] = "execute"
+    task: ClassVar[str] = "execute"
+    # A dead sandbox worker is infrastructure, and re-running the same jobs is safe (the part
+    # is replaced atomically). Failing tests are results, never exceptions.
+    retries: ClassVar[int] = 1
+
+    def outputs(self, role: str) -> list[Part]:
+        return [executions_part()]
+
+    def inputs(self, role: str, trained_stage: int) -> list[Part]:
+        return [chain_part("generator", CODE_STAGE), *suite_parts()]
+
+    def run(self, ctx: StepContext, planned: PlannedStep) -> list[Pointer]:
+        return stepwork.execute(ctx, planned.step)
+
+
+@dataclass(frozen=True)
+class Rewards(WorkItem):
+    """Per-sample rewards of both roles from the step's executions."""
+
+    kind: ClassVar[str] = "rewards"
+    task: ClassVar[str] = "rewards"
+
+    def run_name(self, planned: PlannedStep) -> str:
+        return f"rewards-step{planned.step}-stage{planned.stage}"
+
+    def outputs(self, role: str) -> list[Part]:
+        return [rewards_part()]
+
+    def inputs(self, role: str, trained_stage: int) -> list[Part]:
+        return [*suite_parts(), executions_part()]
+
+    def run(self, ctx: StepContext, planned: PlannedStep) -> list[Pointer]:
+        return stepwork.score(ctx, planned.step, planned.stage)
+
+
+@dataclass(frozen=True)
+class Update(WorkItem):
+    """One PPO update of the step's role on the trained stage's tokens (never retried: an
+    update is not idempotent)."""
+
+    kind: ClassVar[str] = "update"
+    task: ClassVar[str] = "ppo-update"
+
+    def run_name(self, planned: PlannedStep) -> str:
+        return f"ppo-update-step{planned.step}-stage{planned.stage}-{planned.role}"
+
+    def model_role(self, role: str) -> str:
+        return role
+
+    def outputs(self, role: str) -> list[Part]:
+        return [update_part(role)]
+
+    def inputs(self, role: str, trained_stage: int) -> list[Part]:
+        return [chain_part(role, trained_stage), rewards_part()]
+
+    def run(self, ctx: StepContext, planned: PlannedStep) -> list[Pointer]:
+        return stepwork.update(ctx, planned.step, planned.role, planned.stage)
+
+
+ITEM_TYPES: tuple[type[WorkItem], ...] = (Rollout, Tests, Execute, Rewards, Update)
+KINDS = tuple(t.kind for t in ITEM_TYPES)
+"""Kinds of work item, in step order: what ``flows.replay --stage`` names."""
 
 
 def work_items() -> list[WorkItem]:
     """A step's work in the order the train flow runs it."""
     items: list[WorkItem] = []
     for s in STAGES:
-        items += [WorkItem("rollout", s), WorkItem("tests", s)]
-    return items + [WorkItem("execute"), WorkItem("rewards"), WorkItem("update")]
+        items += [Rollout(s), Tests(s)]
+    return items + [Execute(), Rewards(), Update()]
 
 
 def items_of(kind: str) -> list[WorkItem]:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from configs.names import CODE_STAGE
+
 ORIGINS = ("baseline", "discriminator")
 PASSED = "passed"
 TIMEOUT = "timeout"
@@ -57,7 +59,7 @@ class TestVerdict:
     origin: str
     """``baseline`` (the problem's own tests) or ``discriminator``."""
     stage: int
-    """Stage 1..5 that emitted it; 0 for baseline tests."""
+    """Chain stage that emitted it (``configs.names.STAGES``); 0 for baseline tests."""
     duplicate: bool
     """Same test as an earlier one of this sample: it counts once, so this copy is ignored."""
     valid: bool | None
@@ -79,8 +81,9 @@ class TestVerdict:
     def __post_init__(self) -> None:
         if self.origin not in ORIGINS:
             raise ValueError(f"TestVerdict.origin={self.origin!r}: must be one of {ORIGINS}")
-        if not 0 <= self.stage <= 5:
-            raise ValueError(f"TestVerdict.stage={self.stage!r}: must be 0 (baseline) to 5")
+        if not 0 <= self.stage <= CODE_STAGE:
+            raise ValueError(f"TestVerdict.stage={self.stage!r}: must be 0 (baseline) to "
+                             f"{CODE_STAGE}")
 
     @property
     def passed(self) -> bool:
@@ -121,7 +124,7 @@ class SampleOutcome:
     """Everything the rewards of one generator sample (and its discriminator) depend on."""
 
     code_ok: bool
-    """The stage-5 output parsed to code that defines the entry point."""
+    """The code stage's output parsed to code that defines the entry point."""
     tests: tuple[TestVerdict, ...] = ()
     """All accumulated tests of this sample, baseline included, in emission order."""
     n_mutants: int = 0

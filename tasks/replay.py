@@ -13,8 +13,9 @@ from typing import Any
 from artifacts.store import RunStore
 from configs.names import ROLES
 from configs.schema import TrainConfig
-from pipeline.catalogue import KINDS, Part, inputs_of, items_of, kind_outputs
+from pipeline.catalogue import KINDS, StageItem, inputs_of, items_of, kind_outputs
 from pipeline.compare import compare_tables
+from pipeline.parts import Part
 from pipeline.schedule import PlannedStep
 from tasks.recorded import (
     ReplayError,
@@ -116,7 +117,7 @@ def replay_stage(cfg: TrainConfig, run_id: str, step: int, stage: str,
     parts = [compare_part(original, target, step, t, p)
              for s in sequence for t, p in kind_outputs(s, planned.role)]
     seeds = {f"{role}-{i.stage}": ctx.seed(step, i.stage, role)
-             for s in sequence for i in items_of(s) if i.stage is not None
+             for s in sequence for i in items_of(s) if isinstance(i, StageItem)
              for role in [i.model_role(planned.role)]}
     matched = None if any(p.matched is None for p in parts) else all(p.matched for p in parts)
     if any(p.matched is False for p in parts):

@@ -10,22 +10,25 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pandas as pd
 from prefect import task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from artifacts.checkpoints import checkpoint_score
 from artifacts.tracking import run_page
 from configs.loader import config_to_dict
 from configs.names import ROLES
-from models.served import example_row
-from pipeline.catalogue import CHAINS, EXECUTIONS, REWARDS, STAGE_REPORTS, TESTS, UPDATES
 from pipeline.completions import chain_markdown, completions
 from pipeline.heldout import heldout_table
 from pipeline.metrics import round3, skipped_line, skipped_updates, stage_table, step_metrics
+from pipeline.parts import CHAINS, EXECUTIONS, REWARDS, STAGE_REPORTS, TESTS, UPDATES
 from pipeline.schedule import plan
 from pipeline.stagereport import FIELDS as REPORT_FIELDS
 from pipeline.stagereport import format_report, mean_report, report_metrics, stage_report
 from pipeline.timing import mean_breakdown, step_breakdown
+from serving.registry import ModelRegistry
+from serving.served import example_row
 from tasks.heldout import RECORD as HELDOUT_RECORD
 from tasks.heldout import evaluate_heldout
 from tasks.runtime import RunContext, artifact_key
@@ -34,8 +37,6 @@ from tasks.runtime import RunContext, artifact_key
 @task(name="log-step", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2)
 def log_step(ctx: RunContext, step: int, stage: int, role: str) -> dict[str, float]:
     """Metrics of a completed step to MLflow (one batched call) and a Prefect table artifact."""
-    from prefect.artifacts import create_table_artifact
-
     read = ctx.store.read_table
     metrics = step_metrics(read(REWARDS, step=step).to_pylist(),
                            read(EXECUTIONS, step=step).to_pylist(),
@@ -96,7 +97,7 @@ def checkpoint_stage(ctx: RunContext, step: int, stage: int,
             # goes with it only when both roles share that base.
             partner = next((c for r, c in ckpts.items() if r != role
                             and bases[r] == bases[role]), None)
-            version = ctx.tracker.register_checkpoint(
+            version = ModelRegistry(ctx.tracker).register_checkpoint(
                 ctx.mlflow_run_id, ckpt, names[role], bases[role], ctx.cfg.model.dtype,
                 partner=partner, config=config, example=example)
             entry |= {"model": version.name, "version": version.version,
@@ -129,9 +130,6 @@ def log_completions(ctx: RunContext, step: int, n: int = 4) -> None:
     """A few samples of the step (``pipeline.completions``) as the MLflow table
     ``completions/step_NNNNNN.json`` and the first one's full chain as a Prefect markdown
     artifact."""
-    import pandas as pd
-    from prefect.artifacts import create_markdown_artifact
-
     read = ctx.store.read_table
     by_id = {p.id: p for p in ctx.problems}
     rows = completions(read(CHAINS, step=step).to_pylist(), read(TESTS, step=step).to_pylist(),
@@ -174,8 +172,6 @@ def log_stage_report(ctx: RunContext, step: int, stage: int) -> None:
     """At the end of training stage ``stage`` (its last step is ``step``, not yet complete):
     the chain stages' report, meaned over the training stage's steps, to MLflow
     (``stage_report/s<k>/<field>`` at ``step``) and as a Prefect table."""
-    from prefect.artifacts import create_table_artifact
-
     steps = [p.step for p in plan(ctx.cfg.schedule) if p.stage == stage and p.step <= step]
     report = run_stage_report(ctx, steps)
     if report is None:

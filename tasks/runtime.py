@@ -10,36 +10,31 @@ config and the run id, which is what a resumed run, a replay or a recovery does.
 
 from __future__ import annotations
 
+import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import pandas as pd
 import torch
+from prefect.artifacts import create_link_artifact, create_markdown_artifact
+from prefect.context import get_run_context
 
-from artifacts.store import Pointer, RunStore
-from configs.names import ROLES
+from artifacts.store import RunStore
+from artifacts.tracking import Tracker, run_page
+from configs import config_to_dict
 from configs.schema import TrainConfig
-from models.resume import (
-    ADAPTER_FILE,
-    STATE_MANIFEST,
-    ResumeStore,
-    StateFileMissingError,
-    StateIntegrityError,
-    optimizer_file,
-    recorded_state_versions,
-    verify_state_files,
-)
+from models.policy import Policies
+from models.restore import restore_role, restore_state, save_state
+from models.resume import ResumeStore, recorded_state_versions
 from models.rolestate import RoleState, build_role_states
 from models.seeds import derive_seed
-from pipeline.catalogue import Part
 from pipeline.chains import step_samples
 from pipeline.execution import problem_mutants
 from problems import Problem
+from problems.vet import RUN_RECORD, load_for_run
 from rewards.mutants import Mutant
-
-if TYPE_CHECKING:
-    from artifacts.tracking import Tracker
-    from models.policy import Policies
 
 CONFIG_FILE = "config.json"  # the resolved config, in the run store's ``_run/`` (replays)
 
@@ -51,12 +46,10 @@ def load_run_problems(cfg: TrainConfig) -> list[Problem]:
     problem; ``skip`` keeps the valid ones. The result is a list whose ``.report`` says what was
     repaired and skipped (:func:`record_problem_report` stores it). Vetted once per process:
     ``flows.train`` calls this before Prefect starts and the flow reuses the result."""
-    from problems.vet import load_for_run
-    from sandbox import options_from_config
-
-    p = cfg.problems
+    p, box = cfg.problems, cfg.sandbox
     return load_for_run(p.source, on_invalid=p.on_invalid, ids=p.ids, limit=p.limit,
-                        curriculum=p.curriculum, quiet=True, **options_from_config(cfg.sandbox))
+                        curriculum=p.curriculum, limits=box.limits(), workers=box.workers,
+                        isolation=box.isolation, quiet=True)
 
 
 def record_problem_report(ctx: RunContext) -> None:
@@ -64,8 +57,6 @@ def record_problem_report(ctx: RunContext) -> None:
     with its reasons, the valid ids) in the run store (``_run/problems.json``) and as the MLflow
     artifact ``problems.json``. A resumed run whose problems now vet differently (the file
     changed, or a reference timed out this time) is warned about, naming the ids."""
-    from problems.vet import RUN_RECORD
-
     report = getattr(ctx.problems, "report", None)
     if report is None:
         return
@@ -111,36 +102,14 @@ class RunContext:
     # -- models ----------------------------------------------------------------------------
     def load_policies(self) -> None:
         """Base models with fresh adapters, and a fresh state (value head, optimizer) per role."""
-        from models.policy import Policies
-
         if self.cfg.model.cpu_threads:
             torch.set_num_threads(self.cfg.model.cpu_threads)
         self.policies = Policies.load(self.cfg.model, self.cfg.lora)
         self.roles = build_role_states(self.policies, self.cfg.ppo)
 
     def restore_role(self, role: str, folder: Path, optimizer: bool = True) -> None:
-        """Load ``role`` from a resume state folder, after checking its files against the
-        folder's manifest, and its loaded ``adapter_version`` after. A state without a manifest
-        (written before manifests) is loaded with a warning: the caller checks the loaded
-        version against the run's record (``tasks.recorded.load_start_state`` does;
-        :meth:`restore_state` refuses such a state unless the run's tables record the version
-        it must have)."""
-        check = verify_state_files(folder, [role], gae=self.roles[role].value_head is not None,
-                                   optimizer=optimizer)
-        if check.legacy:
-            print(f"warning: {folder}: no {STATE_MANIFEST} (written before resume states had "
-                  f"one): {role}'s files are not checked by hash")
-        self.roles[role].load(folder / role, optimizer_file(folder, role) if optimizer else None)
-        self._check_loaded(folder, check.expected)
-
-    def _check_loaded(self, folder: Path, expected: dict[str, str | None]) -> None:
-        """The loaded adapters have the versions the state must hold."""
-        for role, version in expected.items():
-            found = self.roles[role].version
-            if version is not None and found != version:
-                raise StateIntegrityError(
-                    f"{folder / role / ADAPTER_FILE}: {role} adapter_version after loading is "
-                    f"{found}, expected {version}", loaded=True)
+        """Load ``role`` from a resume state folder, checked (``models.restore``)."""
+        restore_role(self.roles, role, folder, optimizer)
 
     # -- problems and seeds ----------------------------------------------------------------
     def samples(self, step: int) -> list[tuple[Problem, int]]:
@@ -158,58 +127,27 @@ class RunContext:
     def seed(self, *parts: object) -> int:
         return derive_seed(self.cfg.sampling.seed, *parts)
 
-    # -- resume state ----------------------------------------------------------------------
+    # -- resume state (the checks and the loading: ``models.restore``) ----------------------
     def save_state(self, step: int) -> Path:
-        """Both roles' state after ``step``, atomically, with a manifest written last
-        (:meth:`restore_state` checks it all before anything is loaded)."""
-        def write(folder: Path) -> None:
-            for role in ROLES:
-                self.roles[role].save(folder / role, optimizer_file(folder, role))
-        return self.resume.save(step, write, {r: self.roles[r].version for r in ROLES})
+        """Both roles' state after ``step``, atomically, manifest last."""
+        return save_state(self.resume, step, self.roles)
 
     def restore_state(self, step: int,
                       recorded: dict[str, tuple[str, str]] | None = None) -> dict[str, str]:
-        """Load the state saved after ``step``: every file of both roles is checked against the
-        state's manifest and the manifest's versions against the run's record (``recorded``,
-        by default :func:`recorded_state_versions`) before anything is loaded; the loaded
-        adapters' versions are checked after. Raises ``StateIntegrityError`` naming the
-        file with expected and found values. A state without a manifest is accepted only when
-        every role's adapter file holds the version the run's tables record (with a warning:
-        its optimizer and value head files cannot be checked). Returns role -> version."""
-        folder = self.resume.folder(step)
-        if not folder.is_dir():
-            raise StateFileMissingError(f"{folder}: no resume state for step {step}")
+        """Load the state saved after ``step``, checked against the run's record (``recorded``,
+        by default :func:`recorded_state_versions`); returns role -> version."""
         if recorded is None:
             recorded = recorded_state_versions(self.store, step)
-        check = verify_state_files(folder, ROLES, gae=self.cfg.ppo.advantage == "gae",
-                                   optimizer=True, recorded=recorded, require_verified=True)
-        if check.legacy:
-            print(f"warning: {folder}: no {STATE_MANIFEST} (written before resume states had "
-                  "one); its adapters hold the versions the run recorded ("
-                  + ", ".join(f"{r} {v} from the {recorded[r][1]}"
-                              for r, v in check.expected.items())
-                  + "), its optimizer and value head files cannot be checked")
-        try:
-            for role in ROLES:
-                self.roles[role].load(folder / role, optimizer_file(folder, role))
-        except StateIntegrityError as exc:  # part of the state may be loaded already
-            raise StateIntegrityError(str(exc), loaded=True) from None
-        self._check_loaded(folder, check.expected)
-        return {role: self.roles[role].version for role in ROLES}
+        return restore_state(self.resume, step, self.roles,
+                             gae=self.cfg.ppo.advantage == "gae", recorded=recorded)
 
 
 def new_run_id(cfg: TrainConfig) -> str:
-    import time
-
     return f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def open_run(cfg: TrainConfig, run_id: str) -> RunContext:
     """Load problems and models, open (or re-open, for a resumed run) the MLflow run."""
-    from prefect.context import get_run_context
-
-    from artifacts.tracking import Tracker
-    from configs import config_to_dict
 
     ctx = RunContext.open(cfg, run_id)
     ctx.store.write_json(CONFIG_FILE, config_to_dict(cfg))  # what flows.replay rebuilds from
@@ -229,8 +167,6 @@ def open_run(cfg: TrainConfig, run_id: str) -> RunContext:
 
 def problem_frame(problems: list[Problem]) -> Any:
     """The run's problems as the table logged as its MLflow dataset input."""
-    import pandas as pd
-
     return pd.DataFrame([{"id": p.id, "entry_point": p.entry_point, "description": p.description,
                           "n_baseline_tests": len(p.baseline_tests)} for p in problems])
 
@@ -238,10 +174,6 @@ def problem_frame(problems: list[Problem]) -> Any:
 def _link_artifact(ctx: RunContext) -> None:
     """A Prefect artifact pointing at the run's MLflow page: a link for a tracking server, else
     the exact ``mlflow ui`` command for the run's store and the page to open once it runs."""
-    from prefect.artifacts import create_link_artifact, create_markdown_artifact
-
-    from artifacts.tracking import run_page
-
     url, command = run_page(ctx.tracker.tracking_uri, ctx.tracker.experiment_id,
                             ctx.mlflow_run_id)
     key = f"{artifact_key(ctx.run_id)}-mlflow"
@@ -258,19 +190,4 @@ def _link_artifact(ctx: RunContext) -> None:
 
 def artifact_key(text: str) -> str:
     """A Prefect artifact key from ``text``: lowercase letters, digits and dashes only."""
-    import re
-
     return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
-
-
-
-
-def read_rows(store: RunStore, step: int, part: Part,
-              columns: list[str] | None = None) -> list[dict[str, Any]]:
-    """The rows of one part (``pipeline.catalogue``) of ``step``."""
-    return store.read_table(part[0], step=step, part=part[1], columns=columns).to_pylist()
-
-
-def write_rows(store: RunStore, step: int, part: Part, rows: Any) -> Pointer:
-    """Write one part of ``step``; returns its pointer."""
-    return store.write(part[0], step, part[1], rows)

@@ -1,33 +1,30 @@
 """One work item of the step catalogue (``pipeline.catalogue``) run as its Prefect task.
 
-The train flow, a replay and a recovery all run items through :func:`run_item`, so what a
-step does is written once: the catalogue says which items, in which order, reading and
-writing which parts; this says which task does each.
+The train flow, a replay and a recovery all run items through :func:`run_item`; the item's
+type says what it reads, writes and runs (``WorkItem.run``), and its task name, run name and
+retries. This module only makes that a Prefect task run.
 """
 
 from __future__ import annotations
 
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from artifacts.store import Pointer
 from pipeline.catalogue import WorkItem
 from pipeline.schedule import PlannedStep
-from tasks.execution import execute
-from tasks.rollout import generate_tests, rollout
 from tasks.runtime import RunContext
-from tasks.scoring import score
-from tasks.update import ppo_update_task
 
 
-def run_item(ctx: RunContext, planned: PlannedStep, item: WorkItem) -> None:
-    """Run ``item`` of step ``planned`` on ``ctx.store``."""
-    step = planned.step
-    if item.kind == "rollout":
-        rollout(ctx, step, item.stage)
-    elif item.kind == "tests":
-        generate_tests(ctx, step, item.stage)
-    elif item.kind == "execute":
-        execute(ctx, step)
-    elif item.kind == "rewards":
-        score(ctx, step, planned.stage)
-    elif item.kind == "update":
-        ppo_update_task(ctx, step, planned.role, planned.stage)
-    else:
-        raise ValueError(f"{item.name}: not a work item of the step catalogue")
+# The context holds models and a store: process-local, never cached or shipped (NO_CACHE).
+@task(cache_policy=NO_CACHE)
+def _item_task(ctx: RunContext, planned: PlannedStep, item: WorkItem) -> list[Pointer]:
+    return item.run(ctx, planned)
+
+
+def run_item(ctx: RunContext, planned: PlannedStep, item: WorkItem) -> list[Pointer]:
+    """Run ``item`` of step ``planned`` on ``ctx.store`` as a Prefect task; returns the parts
+    written."""
+    return _item_task.with_options(
+        name=item.task, task_run_name=item.run_name(planned), retries=item.retries,
+        retry_delay_seconds=1 if item.retries else 0)(ctx, planned, item)

@@ -34,6 +34,7 @@ def test_flow_trains_stage_by_stage_and_records_everything(prefect_harness, tiny
                                                            tmp_path, monkeypatch, capsys):
     from artifacts.tracking import Tracker
     from flows.train import train
+    from serving.registry import ModelRegistry
 
     monkeypatch.chdir(tmp_path)  # nothing may be written to the caller's folder
     summary = train(config=str(REPO / "configs/minimal.yaml"),
@@ -91,8 +92,8 @@ def test_flow_trains_stage_by_stage_and_records_everything(prefect_harness, tiny
     parsed = tracker.client.get_metric_history(run.info.run_id, "stage_report/s1/parsed")
     assert all(p.value <= w.value for p, w in zip(parsed, written, strict=True))
     for name in summary["registered_models"]:
-        assert tracker.alias_version(name, "candidate") is not None
-        assert tracker.alias_version(name, "champion") is not None
+        assert ModelRegistry(tracker).alias_version(name, "candidate") is not None
+        assert ModelRegistry(tracker).alias_version(name, "champion") is not None
 
     # what a user sees: one plain line per step (stdout is piped here), a flow run named by the
     # run id and tagged, task runs named with step, stage and role
@@ -233,6 +234,7 @@ def test_init_from_a_registry_alias_starts_from_the_registered_adapters(
     skips the warm start."""
     from artifacts.tracking import Tracker
     from flows.train import train
+    from serving.registry import ModelRegistry
 
     monkeypatch.chdir(tmp_path)
     sets = overrides(tiny_model_dir, tmp_path) + ["schedule.stages=[1]"]
@@ -240,7 +242,8 @@ def test_init_from_a_registry_alias_starts_from_the_registered_adapters(
     tracker = Tracker(first["mlflow_tracking_uri"], "minimal")
     expected = {}
     for name in first["registered_models"]:
-        reg = tracker.registered_checkpoint(f"models:/{name}@champion", tmp_path / "dl")
+        reg = ModelRegistry(tracker).registered_checkpoint(f"models:/{name}@champion",
+                                                           tmp_path / "dl")
         expected[reg.checkpoint.role] = reg.checkpoint.extra["adapter_version"]
     assert set(expected) == {"generator", "discriminator"}
 

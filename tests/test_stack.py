@@ -29,9 +29,15 @@ PY = sys.executable
 RUN_DEADLINE_S = 540   # both trainings, from trigger to a final state (~2 min on 2 idle cores)
 UP_TIMEOUT_S = 400
 RUN_IDS = ("stack-a", "stack-b")
+CLI_TIMEOUT_S = 240    # one CLI call (status, deploy, each run's trigger)
+DOWN_TIMEOUT_S = 180   # teardown: stopping the stack
+# The test's own clocks, added up: each gives a message naming what did not finish, so
+# pytest-timeout (600 s for other tests) must not cut in before them on a loaded machine.
+TEST_TIMEOUT_S = UP_TIMEOUT_S + 2 * CLI_TIMEOUT_S + len(RUN_IDS) * CLI_TIMEOUT_S + \
+    RUN_DEADLINE_S + DOWN_TIMEOUT_S
 
 
-def _cli(args: list[str], env: dict[str, str], timeout: float = 240) -> str:
+def _cli(args: list[str], env: dict[str, str], timeout: float = CLI_TIMEOUT_S) -> str:
     done = subprocess.run([PY, *args], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=timeout)
     assert done.returncode == 0, f"{' '.join(args)}: exit {done.returncode}\n" \
@@ -59,6 +65,7 @@ async def _final_runs(api_url: str, ids: list[str], deadline: float):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(TEST_TIMEOUT_S)
 def test_two_trainings_on_two_workers_on_the_stack_with_ray(tiny_model_dir):
     pytest.importorskip("ray")
     # PostgreSQL runs as 'nobody' when the tests run as root: its folder must be reachable
@@ -144,7 +151,8 @@ def test_two_trainings_on_two_workers_on_the_stack_with_ray(tiny_model_dir):
         for worker in workers:
             kill_group(worker, 20)
         down = subprocess.run([PY, "-m", "deployments", "stack", "down", "--dir", str(folder)],
-                              cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+                              cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=DOWN_TIMEOUT_S)
     assert down.returncode == 0, f"{down.stdout}\n{down.stderr}"
     assert re.findall(r"^(\w+)\s+stopped$", down.stdout + down.stderr, re.M) == \
         ["ray", "mlflow", "prefect", "postgres"], down.stdout + down.stderr

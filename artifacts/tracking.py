@@ -55,6 +55,9 @@ TAG_FLOW_RUN = "prefect.flow_run_id"
 TAG_CONFIG_HASH = "config.hash"
 TAG_GIT = "mlflow.source.git.commit"
 TAG_RUN_ID = "adversarial.run_id"  # the training run id (resumes share one MLflow run)
+# The UI opens an experiment on the view of its kind; without this tag MLflow 3 infers one and
+# may open the (empty) GenAI overview instead of the training runs.
+TAG_EXPERIMENT_KIND, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
 _METRIC_KEY = re.compile(r"^[a-z][a-z0-9_]*/[A-Za-z0-9_./-]+$")
 _PARAM_MAX = 6000  # MLflow's limit on a param value's length
 DATASET_RACE_RETRIES = 3
@@ -148,12 +151,16 @@ class Tracker:
             if exp is None:
                 try:
                     self._experiment_id = self.client.create_experiment(
-                        self.experiment, artifact_location=self.artifact_location)
+                        self.experiment, artifact_location=self.artifact_location,
+                        tags={TAG_EXPERIMENT_KIND: EXPERIMENT_KIND})
                 except MlflowException:  # created concurrently by another task
                     self._experiment_id = self.client.get_experiment_by_name(
                         self.experiment).experiment_id
             else:
                 self._experiment_id = exp.experiment_id
+                if TAG_EXPERIMENT_KIND not in exp.tags:  # made before the tag was set
+                    self.client.set_experiment_tag(self._experiment_id, TAG_EXPERIMENT_KIND,
+                                                   EXPERIMENT_KIND)
         return self._experiment_id
 
     # -- runs, params, metrics -----------------------------------------------------------------

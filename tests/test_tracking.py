@@ -208,6 +208,21 @@ def test_tracking_uri_resolution(monkeypatch):
     assert os.environ["MLFLOW_DISABLE_TELEMETRY"] == "true"
 
 
+def test_the_experiment_opens_on_its_training_runs(tracker):
+    """MLflow 3's UI opens an experiment on the view of its kind; an untagged one may open on
+    the empty GenAI overview. A new experiment is tagged when created, an older one (made
+    before the tag) the first time a tracker opens it."""
+    from artifacts.tracking import EXPERIMENT_KIND, TAG_EXPERIMENT_KIND, Tracker
+
+    exp = tracker.client.get_experiment(tracker.experiment_id)
+    assert exp.tags[TAG_EXPERIMENT_KIND] == EXPERIMENT_KIND == "custom_model_development"
+    old = tracker.client.create_experiment("made-before-the-tag")
+    assert TAG_EXPERIMENT_KIND not in tracker.client.get_experiment(old).tags
+    reopened = Tracker(tracker.tracking_uri, "made-before-the-tag")
+    assert reopened.experiment_id == old
+    assert reopened.client.get_experiment(old).tags[TAG_EXPERIMENT_KIND] == EXPERIMENT_KIND
+
+
 def test_run_for_resumes_the_same_mlflow_run(tracker):
     from configs import TrainConfig
 

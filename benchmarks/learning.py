@@ -80,6 +80,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from models.tiny import build_tiny_model  # noqa: E402
+
 ARMS = {"adversarial": [],
         "control": ["ppo.learning_rate=0", "ppo.discriminator_learning_rate=0"],
         "baseline_only": ["rewards.generator={pass_rate: 0.0, baseline_pass_rate: 1.0}"]}
@@ -142,7 +144,7 @@ def main() -> int:
     parser.add_argument("--eval-samples", type=int, default=2, help="samples per held-out one")
     args = parser.parse_args()
 
-    from models.tiny import build_tiny_model
+    # deferred: --help and usage errors answer before torch loads (pipeline.heldout imports it)
     from pipeline.heldout import heldout_table
 
     began = time.perf_counter()

@@ -42,6 +42,7 @@ def _rss_mb() -> float:
 
 def child(args: argparse.Namespace) -> None:
     """Build the model, run one variant forward + backward, save results, print JSON."""
+    # deferred: --help answers at once, and only the measuring child needs the model stack
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         child(args)
         return 0
 
-    import torch
+    import torch  # deferred: --help and usage errors answer before torch loads
 
     print(f"Qwen2.5-0.5B shape, {args.layers} layers, float32, LoRA r=8, activation "
           f"checkpointing {args.checkpointing}, malloc "

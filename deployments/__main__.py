@@ -6,15 +6,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
+from deployments import stack
 from deployments.pool import REPO, deploy, load_prefect_yaml, setup, to_runner_deployments
 
 
 def stack_main(argv: list[str]) -> int:
-    from pathlib import Path
-
-    from deployments import stack
-
     parser = argparse.ArgumentParser(
         prog="python -m deployments stack",
         description="PostgreSQL, a Prefect server and an MLflow server on it, and a Ray head, "
@@ -65,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     spec = load_prefect_yaml()
     if args.command == "serve":
-        from prefect import serve
+        from prefect import serve  # deferred: `stack` and --help answer without loading Prefect
 
         os.chdir(REPO)  # the served flows run from here, as the deployments' pull step does
         serve(*to_runner_deployments(spec, args.name))

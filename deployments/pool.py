@@ -11,6 +11,7 @@ reads it.
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +43,8 @@ def pool_names(spec: dict[str, Any]) -> list[str]:
 async def ensure_pool(name: str, pool_type: str = POOL_TYPE) -> bool:
     """Create work pool ``name`` with the worker type's default job template unless it exists.
     Returns True when it was created. An existing pool is left as it is (even paused)."""
+    # Prefect deferred here and below: this package's __init__ imports this module, and
+    # `python -m deployments stack` and --help answer without loading Prefect
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.actions import WorkPoolCreate
     from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
@@ -66,8 +69,6 @@ async def ensure_pool(name: str, pool_type: str = POOL_TYPE) -> bool:
 
 
 def setup(spec: dict[str, Any]) -> None:
-    import asyncio
-
     for name in pool_names(spec):
         created = asyncio.run(ensure_pool(name))
         print(f"work pool {name!r}: {'created' if created else 'exists'}")
@@ -88,6 +89,7 @@ def to_runner_deployments(spec: dict[str, Any], names: list[str] | None = None) 
     They are named ``<flow>/local``, not ``<flow>/<name>``: serving under the worker
     deployment's name would replace it (pool job variables and pull steps gone) and leave it
     paused when the server stops."""
+    # deferred: see ensure_pool
     from prefect.flows import load_flow_from_entrypoint
     from prefect.schedules import Cron
 

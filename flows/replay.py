@@ -68,6 +68,7 @@ if __name__ == "__main__":  # --help and usage errors answer before Prefect and 
 
 from prefect import flow, get_run_logger
 
+from deployments.server import ensure_prefect_api
 from models.resume import StateIntegrityError
 from tasks.recorded import ReplayError, run_config
 from tasks.recover import check_failed, finish_failed, format_failed
@@ -139,7 +140,6 @@ def main(argv: list[str] | None = None) -> int:
             check_failed(cfg, args.run_id, args.rebuild_manifest)
         else:
             check_replayable(cfg, args.run_id, args.step, args.stage, args.downstream)
-        from deployments.server import ensure_prefect_api
         ensure_prefect_api()  # a temporary Prefect server that dies with this replay
         result = replay(run_id=args.run_id, step=args.step, stage=args.stage,
                         downstream=args.downstream, failed=args.failed,

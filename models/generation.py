@@ -89,7 +89,7 @@ class _LogprobRecorder:
 def _sampling_config(max_new_tokens: int, min_new_tokens: int, eos: list[int], pad: int):
     """Temperature and top-p are applied by our processors; every knob that would change the
     sampled distribution is set to its no-op value so the model's defaults cannot fill it."""
-    from transformers import GenerationConfig
+    from transformers import GenerationConfig  # deferred: see generate
 
     return GenerationConfig(
         do_sample=True, temperature=1.0, top_p=1.0, top_k=0, min_p=0.0, typical_p=1.0,
@@ -134,6 +134,8 @@ def generate(model, tokenizer, prompts: Sequence[Sequence[int] | str], sampling:
     size and samples change too. ``min_new_tokens`` forbids stopping early (benchmarks only:
     it masks EOS, so those log-probs are of a slightly different distribution).
     """
+    # transformers deferred: flows.train imports this module before its Prefect server starts
+    # and loads the model libraries while the server starts (flows.train's preload)
     from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
 
     seed = sampling.seed if seed is None else seed

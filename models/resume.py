@@ -24,10 +24,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from safetensors.torch import load_file
+
 from artifacts.checkpoints import sha256_file
 from artifacts.convert import ArtifactError
 from artifacts.store import RunStore
 from configs.names import ROLES
+from models.policy import tensors_version
 
 VALUE_HEAD_FILE = "value_head.safetensors"  # inside a role's adapter folder (GAE runs only)
 ADAPTER_FILE = "adapter_model.safetensors"  # a role's weights in its adapter folder
@@ -72,10 +75,6 @@ def adapter_file_version(path: Path) -> str:
     """``adapter_version`` of the weights in an ``adapter_model.safetensors`` (what
     ``Policies.adapter_version`` gives once they are loaded); ``StateIntegrityError`` when the
     file cannot be read."""
-    from safetensors.torch import load_file
-
-    from models.policy import tensors_version
-
     try:
         return tensors_version(load_file(path))
     except Exception as exc:  # SafetensorError on a truncated or scrambled file, OSError

@@ -81,6 +81,8 @@ def _project_texts() -> list[str]:
 
 def build_tokenizer(vocab_size: int, extra_texts: list[str] | None = None):
     """Train a byte-level BPE tokenizer locally and wrap it as a transformers fast tokenizer."""
+    # deferred: models.policy imports this module, and transformers loads while flows.train's
+    # Prefect server starts (see models.policy); `--help` answers at once
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -106,6 +108,7 @@ def build_tokenizer(vocab_size: int, extra_texts: list[str] | None = None):
 
 def build_tiny_model(out: str | Path, spec: TinySpec = TinySpec()) -> Path:
     """Build tokenizer and random Qwen2 model and save both to ``out``; returns the path."""
+    # deferred: see build_tokenizer
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 

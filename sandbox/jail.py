@@ -22,6 +22,7 @@ network namespace. Results record which level was in force.
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import logging
 import os
 import shutil
@@ -55,8 +56,6 @@ class SandboxError(RuntimeError):
 
 def _judge_sources() -> dict[str, str]:
     """Name -> host path of every package the jail's test process imports."""
-    import importlib.util
-
     here = Path(__file__).resolve().parent
     found = {"jailside": str(here / "jailside")}
     for name in JUDGE_PACKAGES:

@@ -18,6 +18,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from pipeline.heldout import PREFIX, heldout_metrics, wrong_solutions
+from problems import load_problems
 from tasks.runtime import RunContext
 
 RECORD = "heldout.json"
@@ -26,8 +27,6 @@ WRONG = "heldout_wrong.json"  # the generator's wrong held-out solutions before 
 
 @cache
 def heldout_problems(source: str, limit: int) -> tuple:
-    from problems import load_problems
-
     return tuple(load_problems(source, limit=limit))
 
 

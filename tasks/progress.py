@@ -16,6 +16,14 @@ import sys
 import time
 from typing import Any
 
+from prefect import get_run_logger
+from prefect.artifacts import create_progress_artifact, update_progress_artifact
+from prefect.client.orchestration import get_client
+from prefect.context import FlowRunContext
+from prefect.runtime import flow_run
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress as RichProgress
+
 from pipeline.schedule import PlannedStep
 from tasks.runtime import RunContext, artifact_key
 
@@ -76,12 +84,7 @@ class Progress:
         self._since = time.perf_counter()
 
     def __enter__(self) -> Progress:
-        from prefect.artifacts import create_progress_artifact
-
         if self.interactive:
-            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-            from rich.progress import Progress as RichProgress
-
             self._bar = RichProgress(TextColumn("{task.description}"), BarColumn(),
                                      MofNCompleteColumn(), TimeElapsedColumn(), transient=True)
             self._bar.start()
@@ -95,9 +98,6 @@ class Progress:
         return self
 
     def advance(self, planned: PlannedStep, metrics: dict[str, float]) -> None:
-        from prefect import get_run_logger
-        from prefect.artifacts import update_progress_artifact
-
         now = time.perf_counter()
         line = step_line(planned, self.total, metrics, now - self._since)
         self._since = now
@@ -120,9 +120,6 @@ def name_flow_run(run_id: str, tags: list[str]) -> None:
     """Name the current flow run after the training run id and add ``tags`` to it, so the
     Prefect UI lists runs by what they are (a deployment's run starts with a generated name;
     the CLI names it at once). Outside a flow run, nothing."""
-    from prefect.client.orchestration import get_client
-    from prefect.context import FlowRunContext
-
     context = FlowRunContext.get()
     if context is None or context.flow_run is None:
         return
@@ -136,6 +133,4 @@ def flow_run_name() -> str:
     """``flow_run_name`` of the train and evaluate flows: the run id when it is given (the
     CLI always gives it to training), else a placeholder that :func:`name_flow_run` replaces
     once the run id is known (never one of Prefect's random names)."""
-    from prefect.runtime import flow_run
-
     return str(flow_run.parameters.get("run_id") or f"{flow_run.flow_name} (naming...)")

@@ -21,8 +21,12 @@ from typing import Any
 
 import pyarrow as pa
 
+from artifacts.checkpoints import ADAPTER_DIR, OPTIMIZER_FILE
 from artifacts.convert import ArtifactError
 from artifacts.store import ManifestCorrupt, RunStore
+from artifacts.tracking import MlflowException, Tracker
+from configs import ConfigError, apply_overrides, load_config
+from configs.loader import config_from_dict
 from configs.schema import TrainConfig
 from pipeline.catalogue import items_of
 from pipeline.schedule import PlannedStep, plan
@@ -86,9 +90,6 @@ def run_config(root: str, run_id: str, config: str | None = None,
                overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
     """The run's config as stored by the train flow (or ``config`` + ``overrides`` for runs
     recorded before configs were stored), with ``artifacts.root`` set to ``root``."""
-    from configs import ConfigError, apply_overrides, load_config
-    from configs.loader import config_from_dict
-
     store = RunStore(root, run_id)
     try:
         if config is not None:
@@ -134,8 +135,6 @@ def recorded_versions(store: RunStore, step: int) -> dict[str, str]:
 def _mlflow_checkpoints(ctx: RunContext) -> tuple[Any, str, list] | None:
     """``(tracker, MLflow run id, stage checkpoints)`` of the run's training run; None when
     MLflow has no such run or cannot be reached."""
-    from artifacts.tracking import MlflowException, Tracker
-
     try:
         tracker = Tracker.from_config(ctx.cfg.tracking)
         run = tracker.training_run(ctx.run_id)
@@ -148,9 +147,6 @@ def _mlflow_checkpoints(ctx: RunContext) -> tuple[Any, str, list] | None:
 
 def _mlflow_state(ctx: RunContext, step: int, roles: list[str], optimizers: bool) -> str | None:
     """Load ``roles`` from the run's MLflow stage checkpoint of ``step``, if there is one."""
-    from artifacts.checkpoints import ADAPTER_DIR, OPTIMIZER_FILE
-    from artifacts.tracking import MlflowException
-
     known = _mlflow_checkpoints(ctx)
     if known is None:
         return None

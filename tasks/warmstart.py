@@ -16,11 +16,13 @@ import shutil
 import time
 from pathlib import Path
 
+import torch
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from configs import config_to_dict
 from pipeline.warmstart import fit_roles
+from problems import load_problems
 from tasks.runtime import RunContext
 
 CACHE_ROOT = Path(".cache") / "warmstart"
@@ -36,7 +38,6 @@ def warm_problems(ctx: RunContext) -> list:
     ws = ctx.cfg.warm_start
     if ws.source is None:
         return list(ctx.problems)
-    from problems import load_problems
 
     return load_problems(ws.source, limit=ws.limit)
 
@@ -51,8 +52,7 @@ def _files_digest(paths: list[Path], root: Path | None = None) -> str:
 
 def warm_start_key(ctx: RunContext, problems: list | None = None) -> str:
     """A hash of everything that determines the warm-started adapters."""
-    import torch
-    import transformers
+    import transformers  # deferred: flows.train loads it while its Prefect server starts
 
     cfg = ctx.cfg
     model = config_to_dict(cfg)["model"]

@@ -84,7 +84,7 @@ def job_files_only(root: str):
     are); here those siblings are not part of the run, as they would not exist in a folder
     holding only the job's files, so they are ignored at once, before pytest's own (slower)
     checks and before a ``Module`` is made for each."""
-    import pytest
+    import pytest  # jail-side: pytest is imported only in the fork server (module docstring)
 
     prefix = root.rstrip("/") + "/"
 
@@ -99,6 +99,7 @@ def job_files_only(root: str):
 def warm_imports() -> None:
     """Every ``_pytest`` module and ``PRELOAD``, imported once before the first fork (so no
     test process pays for them); the differential reference warms itself the same way."""
+    # jail-side: imported only in the fork server, once the jail is set up (module docstring)
     import importlib
     import pkgutil
 
@@ -115,6 +116,7 @@ def warm_imports() -> None:
 def prepare(placeholder_dir: str) -> None:
     """In the pytest fork server, once: pytest imported and a session started."""
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    # jail-side: pytest is imported only here, in the fork server (module docstring)
     import _pytest.python
     from _pytest.assertion.rewrite import rewrite_asserts
     from _pytest.config import _prepareconfig

@@ -353,7 +353,7 @@ def _clean(root: str, limit: int = 2000) -> bool:
 
 
 def main(site: str, placeholder_dir: str) -> None:
-    from . import candidate, testproc
+    from . import candidate, testproc  # jail-side: imported only once the jail is set up
 
     seccomp.set_undumpable()  # before forking: children inherit it
     use_seccomp = seccomp.supported()
@@ -377,7 +377,7 @@ def main(site: str, placeholder_dir: str) -> None:
         testproc.test_main(role, out_fd, peer[0], peer[1])
 
     def prepare_candidate() -> None:
-        import importlib
+        import importlib  # jail-side: in the candidate fork server only
 
         for name in forkserver.CANDIDATE_PRELOAD:
             try:
@@ -412,6 +412,6 @@ def main(site: str, placeholder_dir: str) -> None:
 def standard_library_only(site: str) -> None:
     """The candidate imports from the standard library only (pytest and the judge's own
     modules are on the test process's path, not on the candidate's)."""
-    import sys
+    import sys  # jail-side: imported only once the jail is set up
 
     sys.path[:] = [p for p in sys.path if p and p != site and not p.startswith(site + "/")]

@@ -44,6 +44,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 STARTUP_TIMEOUT_S = 600
 """The least time the server gets to answer; a fresh database migrates in 9-59 s on 2 cores."""
@@ -94,6 +95,8 @@ class TemporaryServer:
         return f"http://127.0.0.1:{self.port}/api"
 
     def _spawn(self) -> subprocess.Popen:
+        # Prefect deferred in this module: deployments.stack imports it (free_port) and
+        # starts its servers without loading Prefect
         import prefect
         from prefect.settings import get_current_settings
 
@@ -113,7 +116,7 @@ class TemporaryServer:
         """Start the server and wait for ``/api/health``; returns the API URL. ``meanwhile``
         runs once between the spawn and the wait: work the caller needs anyway (heavy
         imports) overlaps the server's own start-up."""
-        import httpx
+        import httpx  # deferred like Prefect (see _spawn): it imports rich
 
         if threading.current_thread() is not threading.main_thread():
             # PR_SET_PDEATHSIG fires when the *thread* that forked the child exits
@@ -169,10 +172,30 @@ class TemporaryServer:
 
 def startup_timeout_s() -> float:
     """``STARTUP_TIMEOUT_S`` or Prefect's ephemeral start-up timeout, whichever is longer."""
+    # deferred: see TemporaryServer._spawn
     from prefect.settings import get_current_settings
 
     return float(max(STARTUP_TIMEOUT_S,
                      get_current_settings().server.ephemeral.startup_timeout_seconds))
+
+
+_TEMPORARY: TemporaryServer | None = None  # this process's own server, once started
+UI_PORT = 4200  # where `prefect server start` serves its UI by default
+
+
+def flow_run_page(flow_run_id: str) -> str:
+    """Where to look at a flow run after this process: its page on the API's server when that
+    outlives us; when the API was this process's temporary server (gone with it), the command
+    that serves the same database's UI (``PREFECT_HOME``'s), and the page to open then."""
+    from prefect.settings import get_current_settings  # deferred as in TemporaryServer._spawn
+
+    settings = get_current_settings()
+    page = f"/runs/flow-run/{flow_run_id}"
+    if _TEMPORARY is None and settings.api.url:
+        return (settings.ui_url or settings.api.url.removesuffix("/api")) + page
+    prefect = Path(sys.executable).parent / "prefect"
+    return (f"PREFECT_HOME={settings.home} {prefect} server start  (then open "
+            f"http://127.0.0.1:{UI_PORT}{page})")
 
 
 def ensure_prefect_api(meanwhile: Callable[[], object] | None = None) -> str | None:
@@ -182,6 +205,7 @@ def ensure_prefect_api(meanwhile: Callable[[], object] | None = None) -> str | N
     Prefect's own exit hooks have sent the last logs and events; ``None`` where the profile
     allows no temporary server (Prefect then raises its own error). Idempotent.
     ``meanwhile`` (see :meth:`TemporaryServer.start`) runs in every case."""
+    # deferred: see TemporaryServer._spawn
     import prefect.context
     from prefect.settings import get_current_settings
 
@@ -190,7 +214,8 @@ def ensure_prefect_api(meanwhile: Callable[[], object] | None = None) -> str | N
         if meanwhile is not None:
             meanwhile()
         return settings.api.url or None
-    server = TemporaryServer()
+    global _TEMPORARY
+    server = _TEMPORARY = TemporaryServer()
     url = server.start(startup_timeout_s(), meanwhile)
     atexit.register(server.stop)  # after Prefect's log and event workers drained (LIFO)
     os.environ["PREFECT_API_URL"] = url   # and for any child process of the run

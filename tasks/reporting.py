@@ -14,11 +14,13 @@ import pandas as pd
 from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.context import get_run_context
 
 from artifacts.checkpoints import checkpoint_score
 from artifacts.tracking import run_page
 from configs.loader import config_to_dict
 from configs.names import ROLES
+from deployments.server import flow_run_page
 from pipeline.completions import chain_markdown, completions
 from pipeline.heldout import heldout_table
 from pipeline.metrics import round3, skipped_line, skipped_updates, stage_table, step_metrics
@@ -218,6 +220,10 @@ def finish_run(ctx: RunContext) -> dict:
     url, command = run_page(ctx.tracker.tracking_uri, ctx.tracker.experiment_id,
                             ctx.mlflow_run_id)
     browse = url if command is None else f"{command}  (then open {url})"
+    try:
+        prefect_page = flow_run_page(str(get_run_context().flow_run.id))
+    except Exception:  # outside a flow run (unit tests call this directly)
+        prefect_page = "(not run as a Prefect flow)"
     print(stage_table(ctx.store.read(REWARDS)))
     if cfg.evaluation.source:
         print("\n" + heldout_table(ctx.store.read_json(HELDOUT_RECORD) or [],
@@ -234,5 +240,6 @@ def finish_run(ctx: RunContext) -> dict:
           f"  updates     : {skipped_line(len(updates), summary['skipped_updates'])}\n"
           f"  step time   : {mean_breakdown(ctx.timings)}\n"
           f"  browse      : {browse}\n"
+          f"  prefect     : {prefect_page}\n"
           f"  read tables : pandas.read_parquet('{ctx.store.run_dir}/table=rewards')")
     return summary

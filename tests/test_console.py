@@ -21,3 +21,23 @@ def test_generated_codes_syntax_warnings_stay_off_the_console():
     # the project's own files still warn
     assert "SyntaxWarning" in _stderr("import flows, warnings; compile('z = 1if 1 else 2', "
                                       "'pipeline/x.py', 'exec')")
+
+
+def test_the_summary_says_how_to_browse_a_flow_run_after_its_server_is_gone(monkeypatch):
+    """A run's temporary Prefect server dies with it, so its live link is dead afterwards: the
+    summary names the command that serves the same database's UI and the page to open; a
+    server that outlives the run is linked directly."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_HOME, temporary_settings
+
+    import deployments.server as server
+
+    with temporary_settings(updates={PREFECT_HOME: "/srv/home/.prefect"}):
+        monkeypatch.setattr(server, "_TEMPORARY", server.TemporaryServer())
+        line = server.flow_run_page("1234-abcd")
+        assert line.startswith("PREFECT_HOME=/srv/home/.prefect ")
+        assert f"{Path(sys.executable).parent / 'prefect'} server start" in line
+        assert line.endswith(f"http://127.0.0.1:{server.UI_PORT}/runs/flow-run/1234-abcd)")
+        monkeypatch.setattr(server, "_TEMPORARY", None)
+        with temporary_settings(updates={PREFECT_API_URL: "http://prefect.example:4200/api"}):
+            assert server.flow_run_page("1234-abcd") == \
+                "http://prefect.example:4200/runs/flow-run/1234-abcd"

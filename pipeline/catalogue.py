@@ -25,11 +25,10 @@ the first item whose outputs are missing and everything after it. All three run 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from types import ModuleType
+from typing import TYPE_CHECKING, ClassVar
 
-from artifacts.store import Pointer
 from configs.names import CODE_STAGE, STAGES
-from pipeline import stepwork
 from pipeline.parts import (
     Part,
     chain_part,
@@ -40,7 +39,19 @@ from pipeline.parts import (
     update_part,
 )
 from pipeline.schedule import PlannedStep
-from pipeline.stepwork import StepContext
+
+if TYPE_CHECKING:
+    from artifacts.store import Pointer
+    from pipeline.stepwork import StepContext
+
+
+def _work() -> ModuleType:
+    """``pipeline.stepwork``, imported when an item first runs: what the items read and write
+    is declared here without torch, so ``flows.replay --help`` and its usage errors answer at
+    once (the work itself needs torch and the models)."""
+    from pipeline import stepwork
+
+    return stepwork
 
 
 @dataclass(frozen=True)
@@ -107,7 +118,7 @@ class Rollout(StageItem):
         return [chain_part("generator", t) for t in STAGES if t < self.stage]
 
     def run(self, ctx: StepContext, planned: PlannedStep) -> list[Pointer]:
-        return stepwork.rollout(ctx, planned.step, self.stage)
+        return _work().rollout(ctx, planned.step, self.stage)
 
 
 @dataclass(frozen=True)
@@ -130,7 +141,7 @@ class Tests(StageItem):
             [suite_part(t) for t in STAGES if t < self.stage]
 
     def run(self, ctx: StepContext, planned: PlannedStep) -> list[Pointer]:
-        return stepwork.generate_tests(ctx, planned.step, self.stage)
+        return _work().generate_tests(ctx, planned.step, self.stage)
 
 
 @dataclass(frozen=True)
@@ -150,7 +161,7 @@ class Execute(WorkItem):
         return [chain_part("generator", CODE_STAGE), *suite_parts()]
 
     def run(self, ctx: StepContext, planned: PlannedStep) -> list[Pointer]:
-        return stepwork.execute(ctx, planned.step)
+        return _work().execute(ctx, planned.step)
 
 
 @dataclass(frozen=True)
@@ -170,7 +181,7 @@ class Rewards(WorkItem):
         return [*suite_parts(), executions_part()]
 
     def run(self, ctx: StepContext, planned: PlannedStep) -> list[Pointer]:
-        return stepwork.score(ctx, planned.step, planned.stage)
+        return _work().score(ctx, planned.step, planned.stage)
 
 
 @dataclass(frozen=True)
@@ -194,7 +205,7 @@ class Update(WorkItem):
         return [chain_part(role, trained_stage), rewards_part()]
 
     def run(self, ctx: StepContext, planned: PlannedStep) -> list[Pointer]:
-        return stepwork.update(ctx, planned.step, planned.role, planned.stage)
+        return _work().update(ctx, planned.step, planned.role, planned.stage)
 
 
 ITEM_TYPES: tuple[type[WorkItem], ...] = (Rollout, Tests, Execute, Rewards, Update)

@@ -25,8 +25,8 @@ session (SIGTERM, then SIGKILL after a grace period) and nothing else: it never 
 ``ray stop`` or ``pg_ctl`` against someone else's processes. ``DIR/stack.env`` holds the same
 ``export`` lines ``up`` prints. Logs are in ``DIR/logs``.
 
-On a real cluster each piece is replaced by its managed form (see the README's "Several
-workers"): a managed PostgreSQL, an MLflow server with object storage, a Ray cluster, and
+On a real cluster each piece is replaced by its managed form (see docs/deployments.md,
+"Several workers"): a managed PostgreSQL, an MLflow server with object storage, a Ray cluster, and
 Prefect workers on other hosts polling the same work pool.
 """
 

@@ -1,4 +1,4 @@
-"""The local stack end to end, as the README's "Several workers" walks it: ``python -m
+"""The local stack end to end, as docs/deployments.md's "Several workers" walks it: ``python -m
 deployments stack up`` (PostgreSQL, Prefect and MLflow servers on it, a Ray head), the
 ``train-stack`` deployment, two process workers on one pool, two trainings at once with
 ``sandbox.executor=ray``; then ``stack down``, after which no process it or the test started

@@ -119,7 +119,8 @@ def replay(run_id: str, step: int | None = None, stage: str | None = None,
         if step is None or stage is None:
             raise ReplayError("a stage replay needs step and stage")
         result = replay_stage(cfg, run_id, step, stage, downstream)
-        get_run_logger().info(format_report(result))
+        # The verdict line for the flow's log; the command line prints the whole report once.
+        get_run_logger().info(format_report(result).splitlines()[0])
     return result
 
 

@@ -30,6 +30,7 @@ MANIFEST_NAME = "checkpoint.json"
 ADAPTER_DIR = "adapter"
 OPTIMIZER_FILE = "optimizer.pt"
 SCORE_WEIGHTS = {"generator_reward": 0.7, "test_validity": 0.3}
+HELDOUT_SCORE_WEIGHTS = {"heldout_pass_at_1": 0.7, "heldout_test_validity": 0.3}
 
 
 class CheckpointCorruptError(ArtifactError):
@@ -37,16 +38,25 @@ class CheckpointCorruptError(ArtifactError):
 
 
 def checkpoint_score(metrics: Mapping[str, float]) -> float:
-    """The seeds' checkpoint score used to pick the best checkpoint and the ``champion``.
+    """The score that picks the best checkpoint and the ``champion``: the seeds' weights
+    (0.7 code, 0.3 tests) on the held-out evaluation of the stage when the run has one
+    (``heldout_pass_at_1``, ``heldout_test_validity``: problems never trained on), else on
+    the stage's last training step (``generator_reward``, ``test_validity``), which rewards
+    what the step happened to sample rather than what generalises.
 
     >>> checkpoint_score({"generator_reward": 0.5, "test_validity": 1.0})
     0.65
+    >>> checkpoint_score({"generator_reward": 0.9, "test_validity": 1.0,
+    ...                   "heldout_pass_at_1": 0.25, "heldout_test_validity": 0.5})
+    0.325
     """
-    missing = [k for k in SCORE_WEIGHTS if k not in metrics]
+    weights = HELDOUT_SCORE_WEIGHTS if "heldout_pass_at_1" in metrics else SCORE_WEIGHTS
+    missing = [k for k in weights if k not in metrics]
     if missing:
+        formula = " + ".join(f"{w} * {k}" for k, w in weights.items())
         raise ValueError(f"checkpoint metrics need {missing[0]!r} for the score "
-                         f"(0.7 * generator_reward + 0.3 * test_validity); got {sorted(metrics)}")
-    return round(sum(w * float(metrics[k]) for k, w in SCORE_WEIGHTS.items()), 12)
+                         f"({formula}); got {sorted(metrics)}")
+    return round(sum(w * float(metrics[k]) for k, w in weights.items()), 12)
 
 
 @dataclass(frozen=True)

@@ -66,21 +66,26 @@ def log_step(ctx: RunContext, step: int, stage: int, role: str) -> dict[str, flo
 
 
 @task(name="checkpoint-stage", cache_policy=NO_CACHE)
-def checkpoint_stage(ctx: RunContext, step: int, stage: int,
-                     metrics: dict[str, float]) -> list[dict[str, Any]]:
-    """Both adapters (+ optimizer state) to MLflow; register versions, move the aliases."""
+def checkpoint_stage(ctx: RunContext, step: int, stage: int, metrics: dict[str, float],
+                     heldout: dict[str, float] | None = None) -> list[dict[str, Any]]:
+    """Both adapters (+ optimizer state) to MLflow; register versions, move the aliases.
+    ``heldout``: the stage's held-out evaluation, when the run has one; the checkpoint's
+    score, hence the ``champion``, then comes from it (``checkpoint_score``)."""
     if ctx.tracker is None or not ctx.mlflow_run_id:
         return []
     ckpt_metrics = {"generator_reward": metrics.get("generator/reward", 0.0),
                     "test_validity": metrics.get("discriminator/validity", 0.0),
                     "discriminator_reward": metrics.get("discriminator/reward", 0.0)}
+    if heldout and "pass_at_1" in heldout:  # no valid held-out test: validity counts 0
+        ckpt_metrics |= {"heldout_pass_at_1": heldout["pass_at_1"],
+                         "heldout_test_validity": heldout.get("test_validity", 0.0)}
     out = []
     tracking = ctx.cfg.tracking
     names = {"generator": tracking.generator_registry_name,
              "discriminator": tracking.discriminator_registry_name}
     bases = {"generator": ctx.cfg.model.generator,
              "discriminator": ctx.cfg.model.discriminator_base}
-    # One score per stage checkpoint (the seeds' 0.7 * generator reward + 0.3 * test validity),
+    # One score per stage checkpoint (the seeds' 0.7 code + 0.3 tests, held-out when evaluated),
     # the same for both roles' checkpoints by definition: logged once.
     ctx.tracker.log_metrics(ctx.mlflow_run_id, {"checkpoint/score": checkpoint_score(ckpt_metrics)},
                             step=step)
@@ -118,13 +123,14 @@ def close_step(ctx: RunContext, step: int, stage: int, role: str, last_of_stage:
     ctx.store.write(STAGE_REPORTS, step, "report", compute_stage_report(ctx, step))
     log_completions(ctx, step)
     if last_of_stage:
-        checkpoint_stage(ctx, step, stage, metrics)
-        log_stage_report(ctx, step, stage)
-        if ctx.cfg.evaluation.source:
+        heldout = None
+        if ctx.cfg.evaluation.source:  # first: the stage's checkpoint is scored on it
             t = time.perf_counter()
-            evaluate_heldout(ctx, f"stage {stage}", step)
+            heldout = evaluate_heldout(ctx, f"stage {stage}", step)
             if item_s is not None:
                 item_s["heldout"] = time.perf_counter() - t
+        checkpoint_stage(ctx, step, stage, metrics, heldout)
+        log_stage_report(ctx, step, stage)
     return metrics, ctx.store.complete_step(step)
 
 

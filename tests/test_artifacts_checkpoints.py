@@ -33,6 +33,15 @@ def test_score_is_the_seeds_formula():
         checkpoint_score({"generator_reward": 1.0})
 
 
+def test_score_is_held_out_when_the_stage_was_evaluated():
+    """The held-out figures, when there, decide: not the training step's reward."""
+    heldout = {**METRICS, "heldout_pass_at_1": 0.25, "heldout_test_validity": 0.5}
+    assert checkpoint_score(heldout) == pytest.approx(0.7 * 0.25 + 0.3 * 0.5)
+    assert checkpoint_score(heldout) != checkpoint_score(METRICS)
+    with pytest.raises(ValueError, match="'heldout_test_validity'"):
+        checkpoint_score({**METRICS, "heldout_pass_at_1": 0.25})
+
+
 def test_write_and_verify(tmp_path, adapter_dir):
     info = write_checkpoint_dir(tmp_path / "a", adapter_dir, role="generator", step=4, stage=2,
                                 metrics=METRICS, extra={"note": "x"})

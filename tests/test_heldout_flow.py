@@ -46,6 +46,13 @@ def test_flow_evaluates_heldout_before_and_after_each_stage(prefect_harness, tin
     tracker = Tracker(summary["mlflow_tracking_uri"], "minimal")
     history = tracker.client.get_metric_history(summary["mlflow_run_id"], "heldout/pass_at_1")
     assert [m.step for m in history] == [0, 2, 4]
+    # each stage's checkpoint (hence the champion) is scored on its held-out evaluation, not
+    # on the stage's last training step
+    scores = tracker.client.get_metric_history(summary["mlflow_run_id"], "checkpoint/score")
+    expected = {e["step"]: round(0.7 * e["metrics"]["pass_at_1"]
+                                 + 0.3 * e["metrics"].get("test_validity", 0.0), 12)
+                for e in entries if e["label"] != "before"}
+    assert {m.step: m.value for m in scores} == expected  # same expression, same rounding
     # the final table the run prints (through Prefect's log: where it lands depends on the
     # handlers of the moment, so it is rebuilt here from the same record)
     from pipeline.heldout import heldout_table

@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -211,14 +212,19 @@ class Tracker:
                     context: str = "training") -> None:
         """Log ``frame`` (a pandas DataFrame) as a dataset input of the run (the MLflow UI's
         Datasets column); logging the same data again is a no-op for MLflow (same digest)."""
-        try:
-            dataset = mlflow.data.from_pandas(frame, source=source, name=name)
-        except MlflowException:  # a source MLflow cannot resolve (family:piecewise:train):
-            # recorded by name, as code-generated data
-            dataset = mlflow.data.from_pandas(
-                frame, source=CodeDatasetSource({"problems.source": source}), name=name)
-        inputs = [DatasetInput(dataset._to_mlflow_entity(),
-                               tags=[InputTag("mlflow.data.context", context)])]
+        with warnings.catch_warnings():
+            # MLflow infers the table's schema and hints at integer columns with missing
+            # values (8 lines per run); the dataset is logged for lineage, never served.
+            warnings.filterwarnings("ignore", message="Hint: Inferred schema contains integer",
+                                    category=UserWarning)
+            try:
+                dataset = mlflow.data.from_pandas(frame, source=source, name=name)
+            except MlflowException:  # a source MLflow cannot resolve (family:piecewise:train):
+                # recorded by name, as code-generated data
+                dataset = mlflow.data.from_pandas(
+                    frame, source=CodeDatasetSource({"problems.source": source}), name=name)
+            entity = dataset._to_mlflow_entity()  # where the schema is inferred
+        inputs = [DatasetInput(entity, tags=[InputTag("mlflow.data.context", context)])]
         for attempt in range(DATASET_RACE_RETRIES + 1):
             try:
                 self.client.log_inputs(run_id, datasets=inputs)

@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import logging
 import math
 import os
 import re
 import shutil
 import tempfile
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,6 +84,18 @@ def resolve_base(spec: dict[str, Any], bundled: str | None) -> str:
                              "that holds it")
         return str(Path(root) / spec["base_model"])
     return spec["base_model"]
+
+
+@contextmanager
+def _quiet(logger: str) -> Iterator[None]:
+    """``logger`` at WARNING for the block: MLflow's INFO lines are not the user's news."""
+    log = logging.getLogger(logger)
+    level = log.level
+    log.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
 
 
 @dataclass(frozen=True)
@@ -151,9 +166,10 @@ class ModelRegistry:
                 tags={"content_hash": ckpt.content_hash, "role": ckpt.role})
             import pandas as pd  # deferred: heavy, and only registration needs it
 
-            with warnings.catch_warnings():
-                # With an explicit signature MLflow checks the example against it; it does not
-                # run the model (which would cost a generation per registration).
+            with warnings.catch_warnings(), _quiet("mlflow.pyfunc"):
+                # With an explicit signature MLflow checks the example against it (and says so
+                # at INFO, once per version); it does not run the model (which would cost a
+                # generation per registration).
                 warnings.simplefilter("ignore", UserWarning)
                 mlflow.pyfunc.save_model(
                     str(Path(tmp) / "model"), python_model=str(PYFUNC_CODE),

@@ -19,6 +19,10 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 # than a fresh PREFECT_HOME takes to create and migrate its database on a loaded machine
 # (19-34 s measured on 2 busy cores), and the run dies before its first task.
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "600")
+# transformers draws a bar for every weight load and shard write (both roles, every resume,
+# evaluation and registered version): seconds each, on the run's console where the step
+# progress is. It reads this once, when it is imported, which the entry points do after this.
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 # Known third-party warnings that say nothing to a user of this project, kept off the console:
 # MLflow asks every pyfunc for type hints (ours has an explicit signature), in raw colour codes;

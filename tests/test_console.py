@@ -41,3 +41,23 @@ def test_the_summary_says_how_to_browse_a_flow_run_after_its_server_is_gone(monk
         with temporary_settings(updates={PREFECT_API_URL: "http://prefect.example:4200/api"}):
             assert server.flow_run_page("1234-abcd") == \
                 "http://prefect.example:4200/runs/flow-run/1234-abcd"
+
+
+def test_weight_loading_and_shard_writing_bars_stay_off_the_console(tiny_model_dir, tmp_path):
+    """transformers draws a bar per weight load and shard write; the entry points turn them
+    off before transformers is imported (a user's own setting of the variable wins)."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
+    load = ("from transformers import AutoModelForCausalLM; "
+            f"AutoModelForCausalLM.from_pretrained({str(tiny_model_dir)!r})"
+            f".save_pretrained({str(tmp_path)!r})")
+
+    def stderr(code: str) -> str:
+        return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=300, check=True).stderr
+
+    control = stderr(load)
+    assert "Loading weights" in control and "Writing model shards" in control
+    quiet = stderr("import flows; " + load)
+    assert "Loading weights" not in quiet and "Writing model shards" not in quiet

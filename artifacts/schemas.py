@@ -207,7 +207,7 @@ def _update_stats(since: int) -> tuple[pa.Field, ...]:
     return tuple(_f(c.name, pa.type_for_alias(c.arrow), c.nullable) for c in stat_columns(since))
 
 
-UPDATES = TableSchema("updates", 2, (
+UPDATES = TableSchema("updates", 3, (
     _f("stage", _I32),
     _f("role", _STR),
     _f("update_idx", _I32),                 # order of the update within the step
@@ -216,9 +216,11 @@ UPDATES = TableSchema("updates", 2, (
     _f("adapter_version_before", _STR),
     _f("adapter_version_after", _STR),
     *_update_stats(since=2),                # kl_ref ... explained_variance (null before v2)
+    *_update_stats(since=3),                # logprob_mismatch(_share) (null before v3)
 ), "One row per PPO update of one role's adapter (no problem_id/sample_idx: it spans a batch).",
     allowed={"role": ROLES},
-    upgrades={1: {c.name: None for c in stat_columns(2)}})
+    upgrades={1: {c.name: None for c in stat_columns(2)},
+              2: {c.name: None for c in stat_columns(3)}})
 
 EVALUATIONS = TableSchema("evaluations", 1, (
     *_KEYS,                                 # stage = 5 (the code stage); sample_idx per problem

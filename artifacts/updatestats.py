@@ -18,12 +18,15 @@ from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple, get_args, get_type_hints
 
 
-def _column(*, since: int = 1, arrow: str | None = None, metric: bool = True) -> Any:
+def _column(*, since: int = 1, arrow: str | None = None, metric: bool = True,
+            measured_outside: bool = False) -> Any:
     """Table facts about a field: the updates-schema version that added it (``since``; later
     columns are nullable, since older files read as null), its Arrow type when the annotation
     alone does not say (``arrow``, a ``pyarrow.type_for_alias`` name), and whether it is logged
-    as a ``ppo/<role>/*`` metric."""
-    return field(metadata={"since": since, "arrow": arrow, "metric": metric})
+    as a ``ppo/<role>/*`` metric. ``measured_outside``: filled by ``update_role`` around the
+    maths (``ppo_update`` leaves it None), so it has a default."""
+    meta = {"since": since, "arrow": arrow, "metric": metric}
+    return field(default=None, metadata=meta) if measured_outside else field(metadata=meta)
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,13 @@ class UpdateStats:
     explained_variance: float | None = _column(since=2)
     """How much of the GAE returns the value head predicted at rollout time (1 perfect, 0 a
     constant). None unless ``ppo.advantage=gae``, or when the returns do not vary."""
+    logprob_mismatch: float | None = _column(since=3, measured_outside=True)
+    """Mean ``|log p_sampler - log p_trainer|`` over the batch's response tokens: how far the
+    log-probs recorded at sampling (vLLM's, or ``generate``'s) are from the trainer's forward
+    pass on the same adapter version. None when nothing was measured (every sample masked)."""
+    logprob_mismatch_share: float | None = _column(since=3, measured_outside=True)
+    """Share of those tokens whose sampler/trainer probability ratio alone falls outside PPO's
+    clip range ``[1 - ppo.clip_epsilon, 1 + ppo.clip_epsilon]``."""
 
     @property
     def skipped(self) -> bool:

@@ -70,10 +70,13 @@ def train_step(ctx: RunContext, planned: PlannedStep, last_of_stage: bool) -> di
     then save both roles' state and close the step (its manifest is written last). Where the
     step's time went is logged as ``time/*``."""
     start, item_s = time.perf_counter(), {}
+    engine_before = ctx.engine_seconds()
     for item in work_items():
         t = time.perf_counter()
         run_item(ctx, planned, item)
         item_s[item.kind] = item_s.get(item.kind, 0.0) + time.perf_counter() - t
+    for part, seconds in ctx.engine_seconds().items():  # vLLM start-up and adapter pushes
+        item_s[part] = seconds - engine_before.get(part, 0.0)
     ctx.save_state(planned.step)
     metrics, _ = close_step(ctx, planned.step, planned.stage, planned.role, last_of_stage,
                             item_s)
@@ -97,13 +100,16 @@ def train(config: str = "configs/tiny.yaml", overrides: list[str] | None = None,
     name_flow_run(run_id, [f"config:{cfg.name}",
                            "stages:" + ",".join(str(s) for s in cfg.schedule.stages)])
     ctx = open_run(cfg, run_id)
-    steps = plan(cfg.schedule)
-    start = start_point(ctx, steps, init_from)  # resumed, --init-from or warm start
-    with Progress(ctx, total=len(steps), done=start) as progress:
-        for i, planned in enumerate(steps):  # N + N + K steps per training stage
-            if planned.step > start:
-                metrics = train_step(ctx, planned, last_of_stage=ends_stage(steps, i))
-                progress.advance(planned, metrics)
+    try:
+        steps = plan(cfg.schedule)
+        start = start_point(ctx, steps, init_from)  # resumed, --init-from or warm start
+        with Progress(ctx, total=len(steps), done=start) as progress:
+            for i, planned in enumerate(steps):  # N + N + K steps per training stage
+                if planned.step > start:
+                    metrics = train_step(ctx, planned, last_of_stage=ends_stage(steps, i))
+                    progress.advance(planned, metrics)
+    finally:
+        ctx.close()  # the vLLM engine, on every way out
     return finish_run(ctx)
 
 

@@ -233,6 +233,11 @@ class Policies:
         self.activate(role)
         return self._models[role]
 
+    def peft_model(self, role: str):
+        """``role``'s peft model as it is, without activating its adapter (readers only: the
+        vLLM sampler merges an adapter's weights from it)."""
+        return self._models[_check_role(role)]
+
     @contextmanager
     def reference(self, role: str) -> Iterator[object]:
         """The KL reference policy: ``role``'s base model with every adapter disabled."""

@@ -39,13 +39,16 @@ CORPUS_MODULES = (
 @dataclass(frozen=True)
 class TinySpec:
     """Shape of the tiny model. Small enough that a PPO step takes well under a second on CPU,
-    large enough (two layers, grouped-query attention) to exercise the real Qwen2 code path."""
+    large enough (two layers, grouped-query attention) to exercise the real Qwen2 code path,
+    and a head size (``hidden_size / num_heads`` = 32) both engines run."""
 
     vocab_size: int = 2048
     hidden_size: int = 64
     num_layers: int = 2
-    num_heads: int = 4
-    num_kv_heads: int = 2
+    num_heads: int = 2
+    num_kv_heads: int = 1
+    """Two query heads sharing one KV head: head_dim 32, the smallest vLLM's CPU attention
+    accepts (``sampling.engine=vllm``), and still grouped-query attention."""
     intermediate_size: int = 128
     max_position_embeddings: int = 4096
     output_std: float = 0.3

@@ -113,19 +113,21 @@ def wrong_caught(wrong: Sequence[dict[str, str]], valid: dict[str, list[str]],
     return caught / len(wrong)
 
 
-def heldout_metrics(policies: Any, cfg: Any, problems: Sequence[Any],
+def heldout_metrics(sampler: Any, cfg: Any, problems: Sequence[Any],
                     wrong: Sequence[dict[str, str]] | None = None
                     ) -> tuple[list[dict[str, Any]], dict[str, float]]:
-    """Evaluate ``policies`` (left with the generator active) on ``problems``; returns the
+    """Evaluate the run's policies through ``sampler`` (``pipeline.chains.Sampler``; under
+    ``hf`` the policies, left with the generator active) on ``problems``; returns the
     ``evaluations`` rows and the figures of the module docstring (keys without prefix).
     ``wrong``: the run's fixed wrong solutions (``wrong_solutions`` of its first evaluation;
     None: this is the first, and its own are used)."""
-    engine = ChainSolver(policies, cfg)
+    engine = ChainSolver(sampler, cfg)
     judged = [hidden_problem(p) for p in problems]
     scored: dict[str, Any] = {}
     rows, metrics = evaluate_engine(engine, judged, samples=cfg.evaluation.samples, ks=(1,),
                                     direct=False, tests=True, model="run", scored_out=scored)
-    policies.activate("generator")
+    if hasattr(sampler, "activate"):  # transformers sampling switched the shared model's adapter
+        sampler.activate("generator")
     codes = {(r["problem_id"], r["sample_idx"]): r["code"] for r in rows}
     by_id = {p.id: p for p in judged}
     run_jobs = sandbox_runner(cfg.sandbox)

@@ -51,7 +51,7 @@ class StepContext(Protocol):
 
     cfg: TrainConfig
     store: RunStore
-    policies: Sampler    # models.policy.Policies: samples both roles
+    sampler: Sampler     # samples both roles (models.policy.Policies, or the vLLM engine)
     roles: dict[str, Any]  # role -> models.rolestate.RoleState: what an update trains
 
     def samples(self, step: int) -> list[tuple[Problem, int]]: ...
@@ -86,7 +86,7 @@ def chain_texts(store: RunStore, step: int, upto: int) -> dict[SampleKey, list[s
 
 def _sample(ctx: StepContext, step: int, stage: int, role: str,
             texts: dict[SampleKey, list[str]]) -> tuple[list[dict], list[str]]:
-    rows, batch = sample_stage(ctx.policies, role, ctx.samples(step), stage, texts,
+    rows, batch = sample_stage(ctx.sampler, role, ctx.samples(step), stage, texts,
                                sampling=ctx.cfg.sampling,
                                max_context_tokens=ctx.cfg.model.max_context_tokens,
                                seed=ctx.seed(step, stage, role))

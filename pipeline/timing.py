@@ -5,7 +5,9 @@ time shared out), ``ppo`` the update's own ``duration_s``, ``sandbox`` the execu
 time, ``heldout`` the held-out evaluation a stage's last step runs (its own generation and
 sandbox work, on other problems); ``other`` is everything else in the step (Prefect tasks,
 Parquet reads and writes, prompt building, parsing, scoring, the resume state and MLflow): the
-overhead a user pays for the pipeline's records.
+overhead a user pays for the pipeline's records. Under ``sampling.engine=vllm`` the engine's
+start-up (``engine_start``, the step that starts it) is its own part, and the adapter pushes
+(``engine_sync``, inside ``generation``) are shown too.
 """
 
 from __future__ import annotations
@@ -30,10 +32,16 @@ def step_breakdown(total_s: float, item_s: Mapping[str, float],
     ppo = float(sum(float(r["duration_s"] or 0.0) for r in updates))
     sandbox = float(item_s.get("execute", 0.0))
     heldout = float(item_s.get("heldout", 0.0))
-    other = max(total_s - generation - ppo - sandbox - heldout, 0.0)
-    return {"time/step_s": total_s, "time/generation_s": generation, "time/ppo_s": ppo,
-            "time/sandbox_s": sandbox, "time/heldout_s": heldout, "time/other_s": other,
-            "time/other_fraction": other / total_s if total_s > 0 else 0.0}
+    start = float(item_s.get("engine_start", 0.0))
+    other = max(total_s - generation - ppo - sandbox - heldout - start, 0.0)
+    out = {"time/step_s": total_s, "time/generation_s": generation, "time/ppo_s": ppo,
+           "time/sandbox_s": sandbox, "time/heldout_s": heldout, "time/other_s": other,
+           "time/other_fraction": other / total_s if total_s > 0 else 0.0}
+    if "engine_start" in item_s:  # sampling.engine=vllm: its start-up (the first step only),
+        # and its adapter pushes (a part of generation_s)
+        out["time/engine_start_s"] = start
+        out["time/engine_sync_s"] = float(item_s.get("engine_sync", 0.0))
+    return out
 
 
 def mean_breakdown(steps: Sequence[Mapping[str, float]]) -> str:

@@ -113,23 +113,52 @@ def update_role(state: RoleState, chains: list[dict[str, Any]], rewards: list[di
             "adapter_version_after": before if batch is None else state.version}
 
 
+def sampler_mismatch(recorded: torch.Tensor, trainer: torch.Tensor, mask: torch.Tensor,
+                     clip_epsilon: float) -> tuple[float, float]:
+    """Mean ``|recorded - trainer|`` log-prob over ``mask``ed tokens ``(B, T)``, and the share of
+    them whose ratio ``exp(recorded - trainer)`` alone leaves ``[1 - eps, 1 + eps]``.
+
+    >>> m = torch.tensor([[1.0, 1.0, 0.0]])
+    >>> sampler_mismatch(torch.tensor([[-1.0, -2.0, -9.0]]), torch.tensor([[-1.0, -2.5, 0.0]]),
+    ...                  m, 0.2)
+    (0.25, 0.5)
+    """
+    mask = mask.bool()
+    diff = (recorded - trainer)[mask]
+    if diff.numel() == 0:
+        return 0.0, 0.0
+    ratio = diff.exp()
+    outside = (ratio < 1 - clip_epsilon) | (ratio > 1 + clip_epsilon)
+    return float(diff.abs().mean()), float(outside.float().mean())
+
+
 def _update(state: RoleState, batch: PackedBatch, sampling: SamplingConfig,
             ppo: PPOConfig) -> UpdateStats:
     """``ppo_update`` of ``state`` on ``batch``: moved to the model's device once, reference
-    log-probs with the adapters off, then the update in train mode."""
+    log-probs with the adapters off, the trainer's own log-probs of the sampled tokens with the
+    adapter that sampled them (the sampler mismatch; under ``sampling.engine=vllm`` they are
+    the ratio's old log-probs: the engine's kernels differ from the trainer's, so its recorded
+    ones would bias the ratio), then the update in train mode."""
     policies = state.policies
     model = policies.model_for(state.role)
     device = next(model.parameters()).device                             # moved there once
     batch = batch.to(device)
+    temperature, top_p = sampling.temperature, sampling.top_p
     with policies.reference(state.role) as ref_model:                    # adapters off, no grad
-        ref = reference_logprobs(ref_model, batch, temperature=sampling.temperature,
-                                 top_p=sampling.top_p,
+        ref = reference_logprobs(ref_model, batch, temperature=temperature, top_p=top_p,
                                  micro_batch_size=ppo.micro_batch_size)  # (B, T)
+    own = reference_logprobs(policies.model_for(state.role), batch, temperature=temperature,
+                             top_p=top_p, micro_batch_size=ppo.micro_batch_size)  # (B, T)
+    mismatch, share = sampler_mismatch(batch.old_logprobs, own, batch.loss_mask,
+                                       ppo.clip_epsilon)
+    if sampling.engine != "hf":
+        batch = replace(batch, old_logprobs=own)
     model.train()
     try:
-        return ppo_update(logprob_fn(model, temperature=sampling.temperature,
-                                     top_p=sampling.top_p, value_head=state.value_head),
-                          state.parameters(), state.optimizer, batch, ppo, ref,
-                          AdvantageMode(ppo.advantage))
+        stats = ppo_update(logprob_fn(model, temperature=temperature, top_p=top_p,
+                                      value_head=state.value_head),
+                           state.parameters(), state.optimizer, batch, ppo, ref,
+                           AdvantageMode(ppo.advantage))
     finally:
         model.eval()
+    return replace(stats, logprob_mismatch=mismatch, logprob_mismatch_share=share)

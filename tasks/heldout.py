@@ -42,7 +42,7 @@ def evaluate_heldout(ctx: RunContext, label: str, step: int) -> dict[str, float]
         return None
     problems = heldout_problems(ev.source, ev.limit)
     wrong = ctx.store.read_json(WRONG)  # the first evaluation's, fixed for the run
-    rows, metrics = heldout_metrics(ctx.policies, ctx.cfg, problems, wrong)
+    rows, metrics = heldout_metrics(ctx.sampler, ctx.cfg, problems, wrong)
     if wrong is None:
         ctx.store.write_json(WRONG, wrong_solutions(rows))
     entries = [e for e in recorded(ctx) if e["label"] != label]

@@ -180,6 +180,7 @@ def finish_failed(cfg: TrainConfig, run_id: str, rebuild_manifest: bool = False)
         # the run is over only when its schedule is; else it waits for flows.train --run-id
         status = "FINISHED" if len(store.complete_steps()) == len(steps) else "KILLED"
     finally:
+        ctx.close()
         ctx.tracker.end_run(ctx.mlflow_run_id, status)
     return out
 

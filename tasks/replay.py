@@ -107,8 +107,11 @@ def replay_stage(cfg: TrainConfig, run_id: str, step: int, stage: str,
         target.write(table, step, part, read_part(original, table, step, part)
                      .drop_columns(["run_id", "step"]))
     replay_ctx = dataclasses.replace(ctx, store=target)
-    for s in sequence:
-        run_stage(replay_ctx, planned, s)
+    try:
+        for s in sequence:
+            run_stage(replay_ctx, planned, s)
+    finally:
+        replay_ctx.close()  # the vLLM engine a replayed rollout started
     target.complete_step(step)
     try:  # hashes are checked only against a manifest
         verified = step_manifest(original, step) is not None

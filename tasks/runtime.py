@@ -11,6 +11,7 @@ config and the run id, which is what a resumed run, a replay or a recovery does.
 from __future__ import annotations
 
 import re
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,18 +26,20 @@ from artifacts.store import RunStore
 from artifacts.tracking import Tracker, run_page
 from configs import config_to_dict
 from configs.schema import TrainConfig
+from models.engine.sampler import VllmSampler
 from models.policy import Policies
 from models.restore import restore_role, restore_state, save_state
 from models.resume import ResumeStore, recorded_state_versions
 from models.rolestate import RoleState, build_role_states
 from models.seeds import derive_seed
-from pipeline.chains import step_samples
+from pipeline.chains import Sampler, step_samples
 from pipeline.execution import problem_mutants
 from problems import Problem
 from problems.vet import RUN_RECORD, load_for_run
 from rewards.mutants import Mutant
 
 CONFIG_FILE = "config.json"  # the resolved config, in the run store's ``_run/`` (replays)
+ENGINE_LOG = "engine.log"    # the vLLM engine's own log, in the run store's ``_run/``
 
 
 def load_run_problems(cfg: TrainConfig) -> list[Problem]:
@@ -89,6 +92,7 @@ class RunContext:
     mlflow_run_id: str | None = None
     timings: list[dict[str, float]] = field(default_factory=list)  # time/* of steps run here
     _mutants: dict[str, list[Mutant]] = field(default_factory=dict)
+    _engine: VllmSampler | None = None
 
     @classmethod
     def open(cls, cfg: TrainConfig, run_id: str, *, load_models: bool = True) -> RunContext:
@@ -106,6 +110,39 @@ class RunContext:
             torch.set_num_threads(self.cfg.model.cpu_threads)
         self.policies = Policies.load(self.cfg.model, self.cfg.lora)
         self.roles = build_role_states(self.policies, self.cfg.ppo)
+
+    @property
+    def sampler(self) -> Sampler:
+        """What samples the chains (``sampling.engine``): the policies themselves (``hf``), or
+        the run's one vLLM engine, started on first use and reused by every step after it."""
+        if self.cfg.sampling.engine == "hf":
+            return self.policies
+        if self._engine is None:
+            run_dir = self.store.run_dir  # a remote store keeps its log beside the process
+            log = (Path(run_dir) if run_dir.startswith("/") else Path(tempfile.mkdtemp())) \
+                / "_run" / ENGINE_LOG
+            engine = VllmSampler(self.policies, self.cfg.model, self.cfg.sampling,
+                                 self.cfg.lora.r, log, threads=self.cfg.model.cpu_threads)
+            print(f"vLLM engine: starting (log: {engine.client.log_path})")
+            engine.start()
+            print(f"vLLM engine: ready in {engine.start_seconds:.1f} s")
+            self._engine = engine
+        return self._engine
+
+    def engine_seconds(self) -> dict[str, float]:
+        """Cumulative seconds of the vLLM engine's start and adapter pushes (empty under
+        ``hf``): ``time/engine_start_s`` and ``time/engine_sync_s`` per step."""
+        if self._engine is None:
+            return {} if self.cfg.sampling.engine == "hf" else {"engine_start": 0.0,
+                                                                 "engine_sync": 0.0}
+        return {"engine_start": self._engine.start_seconds,
+                "engine_sync": self._engine.sync_seconds}
+
+    def close(self) -> None:
+        """Stop what the run started outside this process (the vLLM engine). Idempotent."""
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.close()
 
     def restore_role(self, role: str, folder: Path, optimizer: bool = True) -> None:
         """Load ``role`` from a resume state folder, checked (``models.restore``)."""

@@ -60,11 +60,13 @@ def test_each_role_has_its_own_update_series():
     assert not any(k.endswith(("/kl_ref", "/ratio")) for k in m)
 
 
-def test_updates_schema_v2_reads_v1_files_with_null_extras():
-    assert UPDATES.version == 2
+def test_updates_schema_v3_reads_v1_and_v2_files_with_null_extras():
+    assert UPDATES.version == 3
+    v3 = {"logprob_mismatch": None, "logprob_mismatch_share": None}
+    assert UPDATES.columns_added_since(2) == v3
     fill = UPDATES.columns_added_since(1)
     assert fill == {"kl_ref": None, "ratio": None, "dead_sample_fraction": None,
-                    "optimizer_steps": None, "explained_variance": None}
+                    "optimizer_steps": None, "explained_variance": None, **v3}
     assert all(UPDATES.arrow.field(c).nullable for c in fill)
 
 
@@ -93,4 +95,5 @@ def test_update_stats_declare_the_updates_columns_and_the_ppo_metrics():
     m = step_metrics([], [], [row], [])
     assert {k.split("/")[-1] for k in m if k.startswith("ppo/")} == (
         stats - {"n_sequences", "policy_loss", "value_loss", "kl_ref", "ratio",
-                 "dead_sample_fraction", "explained_variance"}) | {"seconds"}  # nulls unlogged
+                 "dead_sample_fraction", "explained_variance", "logprob_mismatch",
+                 "logprob_mismatch_share"}) | {"seconds"}  # nulls unlogged

@@ -62,7 +62,8 @@ from tasks.step import run_item
 def train_step(ctx: RunContext, planned: PlannedStep, last_of_stage: bool) -> dict[str, float]:
     """One step of the schedule, the catalogue's items in order::
 
-        for s in stages:  the generator writes stage s; the discriminator writes its tests
+        for s in stages:  the generator writes stage s (given its stages before s)
+        for s in stages:  the discriminator writes tests of stage s (given stages 1..s)
         execute:          every kept test vs the final code, the reference and its mutants
         rewards:          both roles' rewards from those executions
         update:           one PPO update of planned.role on planned.stage's tokens

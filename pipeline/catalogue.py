@@ -214,11 +214,16 @@ KINDS = tuple(t.kind for t in ITEM_TYPES)
 
 
 def work_items() -> list[WorkItem]:
-    """A step's work in the order the train flow runs it."""
-    items: list[WorkItem] = []
-    for s in STAGES:
-        items += [Rollout(s), Tests(s)]
-    return items + [Execute(), Rewards(), Update()]
+    """A step's work in the order the train flow runs it: the generator's stages, then the
+    discriminator's tests of each stage, then execution, rewards and the update.
+
+    The generator's stage k reads only its own stages before k, and the discriminator's tests
+    of stage k read the generator's stages up to k, so this order gives every item the inputs
+    the interleaved one would (same prompts, same seeds, same rows). Sampling one role's
+    stages together lets an engine that holds one adapter at a time (``sampling.engine=vllm``
+    with merged weights) switch roles twice per step instead of ten times."""
+    return ([Rollout(s) for s in STAGES] + [Tests(s) for s in STAGES]
+            + [Execute(), Rewards(), Update()])
 
 
 def items_of(kind: str) -> list[WorkItem]:

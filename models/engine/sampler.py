@@ -102,6 +102,7 @@ def engine_settings(model_cfg: ModelConfig, sampling: SamplingConfig, lora_rank:
                 "max_model_len": model_cfg.max_context_tokens + sampling.max_new_tokens,
                 "seed": sampling.seed, "max_num_seqs": 256,
                 "kv_cache_gib": sampling.vllm_kv_cache_gib,
+                "enforce_eager": not sampling.vllm_compile,
                 "gpu_memory_utilization": sampling.vllm_gpu_memory_utilization}
     if sampling.vllm_weights == "lora":
         settings.update(max_lora_rank=lora_rank, max_loras=2)
@@ -129,7 +130,11 @@ class VllmSampler:
                       for role in ("generator", "discriminator")}
         self._loaded: tuple[str, str] | None = None      # (role, version) in the engine
         self._lora_ids: dict[tuple[str, str], int] = {}
-        self._dir = Path(tempfile.mkdtemp(prefix="vllm-weights-"))
+        # merged weights go through a file: in memory (tmpfs) where there is one, 5x faster
+        # than a disk at Qwen2.5-0.5B's 1.4 GB per push
+        shm = Path("/dev/shm")
+        self._dir = Path(tempfile.mkdtemp(prefix="vllm-weights-",
+                                          dir=shm if shm.is_dir() else None))
         self.start_seconds = 0.0
         self.sync_seconds = 0.0
         self.syncs = 0

@@ -60,7 +60,7 @@ class Engine:
             # no model generation_config defaults (Qwen's top_k=20, repetition_penalty=1.05)
             generation_config="vllm",
             skip_tokenizer_init=True, enable_prefix_caching=True,
-            max_num_seqs=msg["max_num_seqs"], enforce_eager=True,
+            max_num_seqs=msg["max_num_seqs"], enforce_eager=msg["enforce_eager"],
             # Whole prompts per step: a prompt prefilled in chunks discards the token sampled
             # after each partial chunk by rewinding its per-request generator, which vLLM's CPU
             # build cannot ("CPU Generator does not use offset"); per-request seeds are what
@@ -83,13 +83,14 @@ class Engine:
 
         t0 = time.perf_counter()
         weights = load_file(msg["path"])
+        read_s = time.perf_counter() - t0
         # vLLM's in-place reload: each touched layer back to checkpoint layout, loaded, then
         # processed again (the CPU backend repacks linear weights for its kernels)
         self.llm.collective_rpc("reload_weights", kwargs={
             "weights_iterator": list(weights.items()), "is_checkpoint_format": True})
         # cached KV blocks were computed with the old weights
         self.llm.reset_prefix_cache()
-        return {"seconds": time.perf_counter() - t0}
+        return {"seconds": time.perf_counter() - t0, "read_s": read_s}
 
     def generate(self, msg: dict) -> dict:
         from vllm import SamplingParams

@@ -4,7 +4,7 @@ else dispatches on kinds.
 
 A step regenerates the whole chain and learns from it::
 
-    rollout-1, tests-1, rollout-2, tests-2, ..., rollout-5, tests-5, execute, rewards, update
+    rollout-1, ..., rollout-5, tests-1, ..., tests-5, execute, rewards, update
 
 ``rollout-s`` is the generator writing stage s (it reads stages < s); ``tests-s`` is the
 discriminator writing tests for stage s (it reads the generator's stages <= s and the tests of
@@ -16,7 +16,7 @@ the first item whose outputs are missing and everything after it. All three run 
 ``WorkItem.run`` (as Prefect tasks: ``tasks.step``), so they cannot drift apart.
 
     >>> [i.name for i in work_items()][:3], [i.name for i in work_items()][-3:]
-    (['rollout-1', 'tests-1', 'rollout-2'], ['execute', 'rewards', 'update'])
+    (['rollout-1', 'rollout-2', 'rollout-3'], ['execute', 'rewards', 'update'])
     >>> kind_inputs("execute", "generator")
     [('chains', 'generator-5'), ('tests', 'baseline'), ('tests', 'stage-1'), \
 ('tests', 'stage-2'), ('tests', 'stage-3'), ('tests', 'stage-4'), ('tests', 'stage-5')]

@@ -107,6 +107,14 @@ class Engine:
         lora = msg.get("lora")
         request = LoRARequest(lora["name"], lora["id"], lora["path"]) if lora else None
         t0 = time.perf_counter()
+        distinct = list(dict.fromkeys(tuple(ids) for ids in msg["prompts"]))
+        if len(distinct) < len(msg["prompts"]):
+            # A step samples each prompt several times. vLLM caches a prompt's KV blocks only
+            # once they are computed, so copies in one batch would each be prefilled: compute
+            # each distinct prompt first (one token, discarded) and the batch reads the cache.
+            self.llm.generate([TokensPrompt(prompt_token_ids=list(ids)) for ids in distinct],
+                              SamplingParams(max_tokens=1, detokenize=False), use_tqdm=False,
+                              lora_request=request)
         results = self.llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in msg["prompts"]],
                                     params, use_tqdm=False, lora_request=request)
         outputs = []

@@ -110,6 +110,8 @@ class RunContext:
             torch.set_num_threads(self.cfg.model.cpu_threads)
         self.policies = Policies.load(self.cfg.model, self.cfg.lora)
         self.roles = build_role_states(self.policies, self.cfg.ppo)
+        if self._engine is not None:  # a running engine samples with the new models' adapters
+            self._engine.use(self.policies)
 
     @property
     def sampler(self) -> Sampler:

@@ -135,6 +135,15 @@ def test_engine_samples_with_the_adapter_version_the_trainer_holds(policies, tin
         assert all(len(g.response_ids) == sampling.max_new_tokens
                    for g in longest.generations)
         assert engine.syncs >= 3 and engine.start_seconds > 0
+        # models reloaded mid-run (a damaged state): the engine follows them, even though the
+        # fresh generator's version may equal one it held before
+        from models.policy import Policies
+
+        fresh = Policies.load(model_cfg, LoraConfig(), seed=1)
+        engine.use(fresh)
+        again = engine.sample("generator", prompts, sampling, seed=4).generations
+        assert _max_gap([g.logprobs for g in again],
+                        _trainer_logprobs(fresh, "generator", again, sampling)) < ENGINE_ATOL
 
 
 N_FIRST = 600

@@ -139,6 +139,12 @@ class VllmSampler:
         self.sync_seconds = 0.0
         self.syncs = 0
 
+    def use(self, policies: Policies) -> None:
+        """Sample with ``policies`` from now on (a run that reloads its models: a damaged warm
+        start or resume state); the next batch pushes their adapter whatever its version."""
+        self.policies = policies
+        self._loaded = None
+
     def start(self) -> float:
         self.start_seconds = self.client.start(dict(self._settings))
         return self.start_seconds

@@ -5,18 +5,20 @@ adapter's content hash (``Policies.adapter_version``, the version the chains row
 compared with the version the engine holds, and a changed one is pushed first, so a step after
 a PPO update never samples from a stale adapter. How it is pushed, ``sampling.vllm_weights``:
 
-- ``merged`` (default): ``W + B A * alpha/r`` of every adapted module, computed by peft, written
-  once to a safetensors file and loaded into the engine's weights in place (``load_weights``,
-  then the prefix cache is reset), as TRL's colocate mode does. The engine then runs the plain
-  base-model kernels. Both roles share the engine, so switching role is a push too.
+- ``merged`` (default): ``W + B A * alpha/r`` of every adapted block, computed by peft, written
+  once to a safetensors file (in tmpfs) and loaded into the engine's weights in place (vLLM's
+  ``reload_weights``, then the prefix cache is reset), as TRL's colocate mode does. The engine
+  then runs the plain base-model kernels. Both roles share the engine, so switching role is a
+  push too (the step samples one role's stages together: two switches per step).
 - ``lora``: the adapter folder (peft ``save_pretrained``) as a vLLM ``LoRARequest``, a new id
   per version. The engine keeps the base weights and applies the adapter per request.
 
-Measured here (``benchmarks/rollout_engine.py``, 2 CPU cores, Qwen2.5-0.5B's shape): vLLM's LoRA
-path runs at ~1.6x transformers, merged weights at ~3.4x, and a merged push costs well under a
-second per step, so ``merged`` is the default. On a GPU vLLM's LoRA kernels cost less relative
-to the base ones, and ``lora`` skips the merge and the copy of every adapted matrix; it is
-there for that case (see the README's real-model section).
+Measured on 2 CPU cores at Qwen2.5-0.5B's shape: vLLM's LoRA path sampled at 12.5 tokens/s
+against 43.6 merged (eager, 16 x 64 tokens), and a merged push of the 1.4 GB of adapted blocks
+costs 2.2-2.8 s; with compilation, merged sampling including a push per step ran at 3.2x
+transformers (``benchmarks/rollout_engine.py``), so ``merged`` is the default. On a GPU vLLM's
+LoRA kernels cost less relative to the base ones and ``lora`` skips the merge and the copy;
+it is there to measure that case (see docs/training.md, "Rollouts on vLLM").
 
 Sampling means what it means under ``hf``: temperature and top-p only (top-k, min-p and
 penalties pinned off, no model ``generation_config`` defaults), the same stop tokens
@@ -37,6 +39,7 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
+from configs.names import ROLES
 from configs.schema import ModelConfig, SamplingConfig
 from models.engine.client import EngineClient
 from models.generation import Generation, GenerationBatch, stop_token_ids
@@ -127,7 +130,7 @@ class VllmSampler:
                                          next(model.parameters()).dtype)
         # the same stop tokens as transformers sampling: the tokenizer's EOS and the model's
         self._stop = {role: stop_token_ids(policies.peft_model(role), policies.tokenizer_for(role))
-                      for role in ("generator", "discriminator")}
+                      for role in ROLES}
         self._loaded: tuple[str, str] | None = None      # (role, version) in the engine
         self._lora_ids: dict[tuple[str, str], int] = {}
         # merged weights go through a file: in memory (tmpfs) where there is one, 5x faster

@@ -83,14 +83,13 @@ class Engine:
 
         t0 = time.perf_counter()
         weights = load_file(msg["path"])
-        read_s = time.perf_counter() - t0
         # vLLM's in-place reload: each touched layer back to checkpoint layout, loaded, then
         # processed again (the CPU backend repacks linear weights for its kernels)
         self.llm.collective_rpc("reload_weights", kwargs={
             "weights_iterator": list(weights.items()), "is_checkpoint_format": True})
         # cached KV blocks were computed with the old weights
         self.llm.reset_prefix_cache()
-        return {"seconds": time.perf_counter() - t0, "read_s": read_s}
+        return {"seconds": time.perf_counter() - t0}
 
     def generate(self, msg: dict) -> dict:
         from vllm import SamplingParams

@@ -171,13 +171,13 @@ EXECUTIONS = TableSchema("executions", 3, (
     allowed={"target_kind": ("candidate", "reference", "mutant")},
     upgrades={1: {"limits": None}, 2: {"executor": None, "node": None}})
 
-REWARDS = TableSchema("rewards", 3, (
+REWARDS = TableSchema("rewards", 4, (
     *_KEYS,                                 # stage = training stage
     # Null exactly when ``masked`` (v2): a masked sample has no reward at all.
     _f("generator_reward", _F64, True),
     _f("discriminator_reward", _F64, True),
     # Raw value of every reward function, one column each in configs.names.REWARDS's order
-    # (baseline_pass_rate, the last, came in v3); null where the config did not use it. The
+    # (baseline_pass_rate came in v3, progressive in v4); null where the config did not use it. The
     # totals above are their weighted sums.
     *(_f(name, _F64, True) for name in REWARD_NAMES),
     _f("validity", _F64, True),
@@ -199,7 +199,8 @@ REWARDS = TableSchema("rewards", 3, (
     _f("masked", _BOOL),
     _f("n_infra_tests", _I32),
 ), "One row per sample: both rewards and every component that went into them.",
-    upgrades={1: {"masked": False, "n_infra_tests": 0}, 2: {"baseline_pass_rate": None}})
+    upgrades={1: {"masked": False, "n_infra_tests": 0}, 2: {"baseline_pass_rate": None},
+              3: {"progressive": None}})
 
 def _update_stats(since: int) -> tuple[pa.Field, ...]:
     """The updates table's statistics columns that its schema version ``since`` added: the
@@ -249,7 +250,7 @@ EVALUATIONS = TableSchema("evaluations", 1, (
 ), "One row per evaluated sample (flows/evaluate.py): pass/fail and test-side measurements.",
     allowed={"mode": ("chain", "direct")})
 
-STAGE_REPORTS = TableSchema("stage_reports", 1, (
+STAGE_REPORTS = TableSchema("stage_reports", 2, (
     _f("stage", _I32),                      # the chain stage whose tests the row describes
     _f("written", _I32),
     _f("parsed", _I32),
@@ -257,8 +258,11 @@ STAGE_REPORTS = TableSchema("stage_reports", 1, (
     _f("valid", _I32),
     _f("mutant_kill_rate", _F64),
     _f("bugs_caught", _I32),
+    _f("repeated", _I32, True),             # v2: copies of an earlier valid test (null before)
+    _f("first_caught", _I32, True),         # v2: samples first rejected by this stage's tests
 ), "One row per chain stage per step: what its discriminator tests did "
-   "(pipeline/stagereport.py), written with the step before its manifest.")
+   "(pipeline/stagereport.py), written with the step before its manifest.",
+    upgrades={1: {"repeated": None, "first_caught": None}})
 
 SCHEMAS: dict[str, TableSchema] = {s.name: s for s in (CHAINS, TESTS, EXECUTIONS, REWARDS,
                                                          UPDATES, EVALUATIONS, STAGE_REPORTS)}

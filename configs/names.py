@@ -23,6 +23,7 @@ REWARDS = (
     ("valid_invalid_bugcatch", "discriminator"),
     ("mutation_kill", "discriminator"),
     ("baseline_pass_rate", "generator"),
+    ("progressive", "discriminator"),
 )
 """Every reward function, by name, and the role it scores. The names select rewards in a
 config (``rewards.generator: {pass_rate: 1.0}``), name the function in ``rewards.functions``

@@ -212,11 +212,13 @@ class RewardConfig:
 
     generator: dict[str, float] = field(default_factory=lambda: {"pass_rate": 1.0})
     """Weighted sum of generator rewards: ``pass_rate`` or the seed's ``shifted_pass_rate``."""
-    discriminator: dict[str, float] = field(
-        default_factory=lambda: {"adversarial_validity": 1.0, "mutation_kill": 0.5})
-    """Weighted sum of discriminator rewards: ``adversarial_validity`` (seed:
-    ``(1 - pass_rate) * validity``), ``valid_invalid_bugcatch`` (seed README) and
-    ``mutation_kill`` (share of reference mutants the valid tests kill)."""
+    discriminator: dict[str, float] = field(default_factory=lambda: {"progressive": 1.0})
+    """Weighted sum of discriminator rewards: ``progressive`` (the default: what the training
+    stage's valid tests add to the suite of the stages before it, so repeating an earlier
+    stage earns nothing), or the seeds' ``adversarial_validity`` (``(1 - pass_rate) *
+    validity``), ``valid_invalid_bugcatch`` (seed README) and ``mutation_kill`` (share of
+    reference mutants the valid tests kill), which score every stage's tests alike:
+    ``{adversarial_validity: 1.0, mutation_kill: 0.5}`` is the seeds' choice."""
     neutral: float = 0.5
     """Generator reward when there is no test to judge the code by."""
     validity_floor: int = 3
@@ -407,6 +409,9 @@ class EvaluationConfig:
     """Problems evaluated (the source's first ones: a family split's order is a fair sample)."""
     samples: int = 1
     """Chains per problem (pass@1 is averaged over them)."""
+    each_stage: bool = True
+    """Evaluate after every training stage; false: only before the first step and after the
+    last stage (``benchmarks/learning.py`` compares just those two, in a fixed time budget)."""
 
     def __post_init__(self) -> None:
         _check(self.limit >= 1, "evaluation.limit", self.limit, "must be >= 1")

@@ -67,9 +67,11 @@ def plan_jobs(suites: Sequence[Suite], mutants: dict[str, list[Mutant]]) -> JobP
         if all_tests:
             plan.jobs.append((problem.reference_program, list(all_tests)))
             plan.targets.append(("reference", "reference", pid, None))
-        if disc_tests:  # only discriminator tests earn mutation-kill credit
+        # Mutants run every test once there is a discriminator test to credit: only those earn
+        # kill credit, but the progressive reward needs to know what the baseline kills.
+        if disc_tests:
             for m_idx, mutant in enumerate(mutants.get(pid, [])):
-                plan.jobs.append((problem.program(mutant.code), list(disc_tests)))
+                plan.jobs.append((problem.program(mutant.code), list(all_tests)))
                 plan.targets.append(("mutant", f"m{m_idx}", pid, None))
     return plan
 
@@ -109,7 +111,7 @@ def execution_rows(suites: Sequence[Suite], plan: JobPlan, results: Sequence[Any
                     for i in range(len(mutants.get(pid, [])))]
         for t in s.tests:
             for kind, target_id, outcomes in targets:
-                if kind == "mutant" and t["origin"] != "discriminator":
+                if kind == "mutant" and outcomes is None:  # no test to credit: not run
                     continue
                 found = outcomes.get(t["snippet"]) if outcomes else None
                 if found is None:  # candidate without code: recorded as not run, not a crash

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from configs.names import CODE_STAGE
 from configs.schema import DISCRIMINATOR_REWARDS, GENERATOR_REWARDS, RewardConfig
 from pipeline.chains import SampleKey
 from rewards import (
@@ -25,8 +26,14 @@ from rewards import (
 
 
 def outcomes_from_rows(tests: Iterable[dict[str, Any]], executions: Iterable[dict[str, Any]],
-                       samples: list[SampleKey]) -> dict[SampleKey, SampleOutcome]:
-    """Join tests (kept ones, duplicates included) with their executions per sample.
+                       samples: list[SampleKey], stage: int = CODE_STAGE
+                       ) -> dict[SampleKey, SampleOutcome]:
+    """Join tests (kept ones, duplicates included) with their executions per sample;
+    ``stage`` is the training stage (``SampleOutcome.stage``).
+
+    Every test's verdict on each reference mutant is kept, baseline tests' included: rewards
+    that pay for kills count the discriminator's, and ``progressive`` needs to know what the
+    baseline already kills.
 
     An ``infra`` verdict stays unknown: the reference's makes the test's validity ``None``
     (neither valid nor invalid), a mutant's makes that kill ``None``, the candidate's is kept
@@ -62,9 +69,9 @@ def outcomes_from_rows(tests: Iterable[dict[str, Any]], executions: Iterable[dic
                 test_key=normalise_test(t["snippet"]), origin=t["origin"], stage=int(t["stage"]),
                 duplicate=False, valid=_known(status.get((*key, tid, "reference")), True),
                 candidate_status=status.get((*key, tid, "candidate"), "not_run"),
-                mutants_killed=killed if t["origin"] == "discriminator" and mutant_ids else ()))
+                mutants_killed=killed if mutant_ids else ()))
         out[key] = SampleOutcome(code_ok=code_ok.get(key, False), tests=tuple(verdicts),
-                                 n_mutants=len(mutant_ids))
+                                 n_mutants=len(mutant_ids), stage=stage)
     return out
 
 
@@ -83,6 +90,7 @@ def reward_rows(outcomes: dict[SampleKey, SampleOutcome], cfg: RewardConfig,
     are computed over the scored samples only, and a masked sample carries its group's flag
     (True when no sample of the problem was scored)."""
     keys = list(outcomes)
+    assert all(o.stage == training_stage for o in outcomes.values()), "outcomes of another stage"
     scored = {k: compute_rewards(outcomes[k], cfg) for k in keys}
     live_keys = [k for k in keys if not scored[k].masked]
     live_groups = [k[0] for k in live_keys]

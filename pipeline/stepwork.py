@@ -139,7 +139,7 @@ def score(ctx: StepContext, step: int, training_stage: int) -> list[Pointer]:
     tests = ctx.store.read_table(TESTS, step=step).to_pylist()
     executions = ctx.store.read_table(EXECUTIONS, step=step).to_pylist()
     samples = [(p.id, j) for p, j in ctx.samples(step)]
-    outcomes = outcomes_from_rows(tests, executions, samples)
+    outcomes = outcomes_from_rows(tests, executions, samples, training_stage)
     return [write_rows(ctx.store, step, rewards_part(),
                        reward_rows(outcomes, ctx.cfg.rewards, training_stage))]
 

@@ -19,6 +19,7 @@ from rewards.functions import (
     generator_pass_rate,
     mutation_kill,
     pass_rate,
+    progressive,
     shifted_pass_rate,
     valid_invalid_bugcatch,
     validity,
@@ -31,6 +32,6 @@ __all__ = [
     "DISCRIMINATOR_REWARDS", "GENERATOR_REWARDS", "INFRA", "KINDS", "GroupSignal", "Mutant",
     "RewardBreakdown", "RewardFn", "SampleOutcome", "TestVerdict", "adversarial_validity",
     "bug_catch", "compute_rewards", "generator_pass_rate", "group_signal", "make_mutants",
-    "mutation_kill", "normalise_test", "pass_rate", "shifted_pass_rate", "valid_invalid_bugcatch",
-    "validity",
+    "mutation_kill", "normalise_test", "pass_rate", "progressive", "shifted_pass_rate",
+    "valid_invalid_bugcatch", "validity",
 ]

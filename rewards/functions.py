@@ -201,6 +201,46 @@ def mutation_kill(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     return sum(killed) / outcome.n_mutants
 
 
+def progressive(outcome: SampleOutcome, cfg: RewardConfig) -> float:
+    """Discriminator: what the training stage's valid tests add to the suite of the stages
+    before it (baseline tests included), in [0, 1].
+
+    Stage ``k = outcome.stage`` is paid for the targets that only its tests reject: the share
+    of reference mutants that one of its valid tests kills and no counted test of a stage
+    ``< k`` kills, averaged with whether it rejects the sample's own code while every earlier
+    test passes it; times the stage's validity (its valid tests over ``max(n,
+    validity_floor)``). A test the earlier stages already wrote is a duplicate and counts
+    nothing, and a new test that rejects only what was already rejected earns nothing either:
+    repeating an earlier stage is worth 0, finding what it missed is what pays. The seeds'
+    rewards (``adversarial_validity``, ``mutation_kill``) score every stage's tests alike.
+
+    >>> cfg = RewardConfig(validity_floor=1)
+    >>> early = _v(kills=(True, False))                 # stage 1 already kills mutant 0
+    >>> late = TestVerdict("late", "discriminator", 2, False, True, "failed", (True, True))
+    >>> out = SampleOutcome(True, (early, late), n_mutants=2, stage=2)
+    >>> progressive(out, cfg)  # mutant 1 only: 1/2; the code: caught first here, 1
+    0.75
+    >>> progressive(SampleOutcome(True, (early, late), n_mutants=2, stage=1), cfg)
+    0.25
+    >>> copy = TestVerdict("late", "discriminator", 3, True, True, "failed")
+    >>> progressive(SampleOutcome(True, (early, late, copy), 2, stage=3), cfg)  # a repeat: 0
+    0.0
+    """
+    _scorable(outcome, "progressive")
+    mine = [t for t in outcome.discriminator_tests if t.stage == outcome.stage]
+    if not mine:
+        return 0.0
+    valid = [t for t in mine if t.valid]
+    earlier = [t for t in outcome.tests if t.counts and t.stage < outcome.stage]
+    new_kills = sum(any(t.killed(m) for t in valid) and not any(t.killed(m) for t in earlier)
+                    for m in range(outcome.n_mutants))
+    caught = (outcome.code_ok and any(not t.passed for t in valid)
+              and all(t.passed for t in earlier))
+    added = (float(caught) if outcome.n_mutants == 0
+             else (new_kills / outcome.n_mutants + caught) / 2)
+    return added * len(valid) / max(len(mine), cfg.validity_floor)
+
+
 def _registry(declared: tuple[str, ...], *functions: RewardFn) -> dict[str, RewardFn]:
     """``functions`` by their own names, in the order ``configs.names`` declares the names; a
     declared name without a function (or a function under no declared name) fails at import."""
@@ -213,8 +253,8 @@ def _registry(declared: tuple[str, ...], *functions: RewardFn) -> dict[str, Rewa
 
 GENERATOR_REWARDS = _registry(names.GENERATOR_REWARDS,
                               pass_rate, shifted_pass_rate, baseline_pass_rate)
-DISCRIMINATOR_REWARDS = _registry(names.DISCRIMINATOR_REWARDS,
-                                  adversarial_validity, valid_invalid_bugcatch, mutation_kill)
+DISCRIMINATOR_REWARDS = _registry(names.DISCRIMINATOR_REWARDS, adversarial_validity,
+                                  valid_invalid_bugcatch, mutation_kill, progressive)
 
 
 @dataclass(frozen=True)

@@ -129,8 +129,13 @@ class SampleOutcome:
     """All accumulated tests of this sample, baseline included, in emission order."""
     n_mutants: int = 0
     """Number of reference mutants every test was run against."""
+    stage: int = CODE_STAGE
+    """The training stage: the chain stage whose discriminator tests the stage-aware rewards
+    (``progressive``) score against the suite of the stages before it."""
 
     def __post_init__(self) -> None:
+        if not 1 <= self.stage <= CODE_STAGE:
+            raise ValueError(f"SampleOutcome.stage={self.stage!r}: must be 1 to {CODE_STAGE}")
         if self.n_mutants < 0:
             raise ValueError(f"SampleOutcome.n_mutants={self.n_mutants!r}: must be >= 0")
         for i, t in enumerate(self.tests):

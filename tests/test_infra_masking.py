@@ -53,7 +53,7 @@ def _run(add, suites, infra: dict[tuple[str, int | None], set[str]], result=Fake
     tests = [dict(t, problem_id="add", sample_idx=s.sample_idx, parse_status="ok",
                   is_duplicate=False) for s in suites for t in s.tests]
     keys = [("add", s.sample_idx) for s in suites]
-    outcomes = outcomes_from_rows(tests, rows, keys)
+    outcomes = outcomes_from_rows(tests, rows, keys, stage=1)
     return rows, outcomes, reward_rows(outcomes, CFG, training_stage=1)
 
 

@@ -61,7 +61,7 @@ def test_execution_plan_deduplicates_shared_work(add) -> None:
     # two candidates with code, one reference and one mutant run for the whole problem
     assert kinds == ["candidate", "candidate", "reference", "mutant"]
     assert len(plan.jobs[2][1]) == 3  # the reference runs each distinct test once
-    assert len(plan.jobs[3][1]) == 2  # mutants only face discriminator tests
+    assert len(plan.jobs[3][1]) == 3  # mutants face every test: what the baseline kills counts
 
     rows = execution_rows(suites, plan, run_in_process(plan), mutants)
     by = {(r["sample_idx"], r["test_id"], r["target_id"]): r["status"] for r in rows}
@@ -70,19 +70,21 @@ def test_execution_plan_deduplicates_shared_work(add) -> None:
     assert by[(2, "s1.0", "candidate")] == NOT_RUN  # no code: recorded, not executed
     assert by[(2, "s1.0", "reference")] == "failed"  # add(2, 2) == 5 is an invalid test
     assert by[(0, "s1.0", "m0")] == "failed"          # the valid test kills the mutant
-    assert (0, "b.0", "m0") not in by                  # baseline tests earn no kill credit
+    assert (0, "b.0", "m0") in by       # recorded: the progressive reward needs it
     assert {r["isolation"] for r in rows if r["status"] != NOT_RUN} == {"fake"}
 
     tests = [dict(t, problem_id="add", sample_idx=s.sample_idx, parse_status="ok",
                   is_duplicate=False) for s in suites for t in s.tests]
-    outcomes = outcomes_from_rows(tests, rows, [("add", 0), ("add", 1), ("add", 2)])
+    outcomes = outcomes_from_rows(tests, rows, [("add", 0), ("add", 1), ("add", 2)], stage=1)
     assert outcomes[("add", 0)].code_ok and not outcomes[("add", 2)].code_ok
     cfg = RewardConfig(generator={"pass_rate": 1.0}, discriminator={"adversarial_validity": 1.0})
     rewards = reward_rows(outcomes, cfg, training_stage=1)
     gen = [r["generator_reward"] for r in rewards]
     assert gen == [1.0, 0.0, 0.0]       # correct code passes every valid test; no code gets 0
     assert rewards[2]["n_invalid"] == 1 and rewards[0]["n_valid"] == 1
-    assert rewards[0]["n_mutants_killed"] == 1
+    assert rewards[0]["n_mutants_killed"] == 1  # the discriminator's test; baseline ones earn
+    baseline = [t for t in outcomes[("add", 0)].tests if t.origin == "baseline"]
+    assert baseline and all(len(t.mutants_killed) == 1 for t in baseline)  # ... no credit
     assert not any(r["generator_group_skipped"] for r in rewards)  # rewards differ: signal
     assert rewards[0]["valid_invalid_bugcatch"] is None  # not configured: null, not 0
 

@@ -4,7 +4,7 @@ A random-init model never writes code that parses, so every reward is zero and P
 signal. The warm start fits both adapters, by teacher forcing, to the real stage prompts with
 simple targets: short stage texts for stages 1-4, the reference solution in a fenced block for
 stage 5 (generator), and the problem's baseline tests (discriminator); a procedural family's
-problems get its deliberately imperfect targets instead (:func:`targets`). Real instruct models
+problems get its deliberately imperfect chain instead (:func:`chain_targets`). Real instruct models
 skip it (``warm_start.enabled: false``).
 """
 
@@ -21,32 +21,23 @@ from configs.schema import WarmStartConfig
 from models.logprobs import response_logprobs
 from models.prompts import discriminator_prompt, generator_prompt
 from problems import Problem
-from problems.family import is_family, warm_targets
+from problems.family import formulaic_stages, is_family, warm_chain
 
 
-def targets(problem: Problem) -> tuple[str, list[str]]:
-    """The stage-5 code and the discriminator's tests the warm start teaches for ``problem``:
-    the reference and its baseline tests, except for a procedural family's problems, whose
-    targets are imperfect on purpose (``problems.family.warm_targets``)."""
-    if is_family(problem):
-        return warm_targets(problem.id)
-    return problem.reference_solution, list(problem.baseline_tests)
+def chain_targets(problem: Problem) -> tuple[list[str], list[list[str]]]:
+    """What the warm start teaches for ``problem``: the generator's five stage texts (the last
+    one runnable code in a fenced block) and the discriminator's tests at each stage.
 
-
-def stage_texts(problem: Problem) -> list[str]:
-    """Five simple generator outputs for ``problem`` (the last one is runnable code).
-
-    Stages 1-4 are short and formulaic on purpose: a tiny model learns them quickly, so at
-    rollout the stage-5 prompt holds clean earlier stages rather than noise.
+    A procedural family's problems get its deliberately imperfect chain
+    (``problems.family.warm_chain``); any other problem formulaic stages 1-4 (short on purpose:
+    a tiny model learns them quickly, so the code stage's prompt holds clean earlier stages),
+    its reference solution and its baseline tests at every stage.
     """
-    name = problem.entry_point
-    return [
-        f"We need {name}.",
-        f"1. Read the inputs.\n2. Compute {name}.\n3. Return it.",
-        f"return {name}(inputs)",
-        "Handle empty inputs.",
-        f"```python\n{targets(problem)[0].strip()}\n```",
-    ]
+    if is_family(problem):
+        return warm_chain(problem.id)
+    code = f"```python\n{problem.reference_solution.strip()}\n```"
+    return ([*formulaic_stages(problem.entry_point), code],
+            [list(problem.baseline_tests)] * len(STAGES))
 
 
 PROGRESS_EVERY = 25  # warm-start steps between progress lines
@@ -59,9 +50,9 @@ def warm_start_examples(problems: list[Problem], tokenizer: Any, max_context_tok
     eos = tokenizer.eos_token or ""
     out: dict[str, list[tuple[list[int], list[int]]]] = {role: [] for role in ROLES}
     for problem in problems:
-        texts = stage_texts(problem)
-        tests = "\n".join(targets(problem)[1])
+        texts, stage_tests = chain_targets(problem)
         for stage in STAGES:
+            tests = "\n".join(stage_tests[stage - 1])
             gen = generator_prompt(tokenizer, problem, stage, texts[:stage - 1],
                                    max_context_tokens)
             disc = discriminator_prompt(tokenizer, problem, stage, texts[:stage],

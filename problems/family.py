@@ -51,7 +51,9 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-FAMILIES = ("piecewise",)
+from problems import guards
+
+FAMILIES = ("piecewise", "guards")  # guards: problems/guards.py (three ways to be wrong)
 SPLITS = ("warmstart", "train", "heldout")
 SPLIT_SHARES = {"warmstart": range(0, 5), "train": range(5, 8), "heldout": range(8, 10)}
 WARM_EDGE_MISS = 0.3  # share of warm-start code targets without the guard
@@ -203,13 +205,17 @@ def params_of(problem_id_: str) -> Params:
     return params
 
 
-def record(p: Params) -> dict[str, Any]:
-    """The seed-format record of one combination (baseline tests: main path only)."""
-    return {"id": problem_id(p), "description": p.description(),
-            "function_signature": p.signature(), "entry_point": p.name,
-            "preamble": p.preamble(), "reference_solution": p.code(),
-            "baseline_tests": [p.test(x) for x in p.main_inputs()],
-            "difficulty": "easy", "tags": ["family:piecewise", f"split:{p.split}", p.guard]}
+def record(p: Params | guards.Params) -> dict[str, Any]:
+    """The seed-format record of one combination of either grammar (baseline tests: main path
+    only), tagged with its family, split and guard kinds."""
+    if isinstance(p, guards.Params):
+        pid, kinds = guards.problem_id(p), [f"family:{guards.NAME}", p.edge, p.bound]
+    else:
+        pid, kinds = problem_id(p), ["family:piecewise", p.guard]
+    return {"id": pid, "description": p.description(), "function_signature": p.signature(),
+            "entry_point": p.name, "preamble": p.preamble(), "reference_solution": p.code(),
+            "baseline_tests": [p.test(x) for x in p.main_inputs()], "difficulty": "easy",
+            "tags": [kinds[0], f"split:{p.split}", *kinds[1:]]}
 
 
 def family_records(spec: str) -> list[dict[str, Any]]:
@@ -220,7 +226,8 @@ def family_records(spec: str) -> list[dict[str, Any]]:
         raise ValueError(f"{spec!r}: expected family:<name>[:<split>] with name in "
                          f"{', '.join(FAMILIES)} and split in {', '.join(SPLITS)}")
     splits = [parts[2]] if len(parts) == 3 else list(SPLITS)
-    return [record(p) for s in splits for p in split_params(s)]
+    params = guards.split_params if parts[1] == guards.NAME else split_params
+    return [record(p) for s in splits for p in params(s)]
 
 
 def is_family(problem: Any) -> bool:
@@ -228,25 +235,52 @@ def is_family(problem: Any) -> bool:
     return problem.source.startswith("family:")
 
 
+def _is_guards(problem_id_: str) -> bool:
+    return problem_id_.startswith(f"{guards.NAME}-")
+
+
 def hidden_tests(problem_id_: str) -> list[str]:
-    """The hidden suite of a family problem: main and edge path. Evaluation only."""
+    """The hidden suite of a family problem: every path. Evaluation only."""
+    if _is_guards(problem_id_):
+        return guards.hidden_tests(problem_id_)
     p = params_of(problem_id_)
     return [p.test(x) for x in (*p.main_inputs(), *p.edge_inputs())]
 
 
 def edge_tests(problem_id_: str) -> list[str]:
-    """The hidden suite's edge-path tests alone."""
+    """The hidden suite's tests off the main path alone."""
+    if _is_guards(problem_id_):
+        return guards.edge_tests(problem_id_)
     p = params_of(problem_id_)
     return [p.test(x) for x in p.edge_inputs()]
 
 
 def warm_targets(problem_id_: str) -> tuple[str, list[str]]:
-    """The warm start's stage-5 code and discriminator tests for a family problem: the guard
-    is missing from ``WARM_EDGE_MISS`` of the codes, and ``WARM_EDGE_TEST`` of the test sets
-    hold one edge test (see the module docstring)."""
+    """The warm start's stage-5 code and discriminator tests for a ``piecewise`` problem: the
+    guard is missing from ``WARM_EDGE_MISS`` of the codes, and ``WARM_EDGE_TEST`` of the test
+    sets hold one edge test (see the module docstring)."""
     p = params_of(problem_id_)
     with_guard = (p._hash("warm-code") % 1000) / 1000 >= WARM_EDGE_MISS
     tests = [p.written_test()]
     if (p._hash("warm-tests") % 1000) / 1000 < WARM_EDGE_TEST:
         tests.append(p.written_test(edge=True))
     return p.code(with_guard), tests
+
+
+def warm_chain(problem_id_: str) -> tuple[list[str], list[list[str]]]:
+    """The warm start's targets for a family problem: the generator's five stage texts (the
+    last one the code, fenced) and the discriminator's tests of each stage. ``piecewise``
+    teaches formulaic stages 1-4 and the same tests at every stage; ``guards`` teaches a chain
+    whose stages decide the code and stage-specific tests (``problems/guards.py``)."""
+    if _is_guards(problem_id_):
+        return guards.warm_chain(problem_id_)
+    code, tests = warm_targets(problem_id_)
+    name = params_of(problem_id_).name
+    return [*formulaic_stages(name), f"```python\n{code.strip()}\n```"], [tests] * 5
+
+
+def formulaic_stages(name: str) -> list[str]:
+    """Stages 1-4 of a problem without a family chain: short and formulaic on purpose, so a
+    tiny model learns them quickly and the code stage's prompt holds clean earlier stages."""
+    return [f"We need {name}.", f"1. Read the inputs.\n2. Compute {name}.\n3. Return it.",
+            f"return {name}(inputs)", "Handle empty inputs."]

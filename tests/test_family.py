@@ -134,12 +134,15 @@ def test_evaluation_judges_family_problems_on_their_hidden_suite():
 
 
 def test_warm_start_fits_the_family_targets_not_the_references():
-    from pipeline.warmstart import stage_texts, targets
+    from pipeline.warmstart import chain_targets
 
     p = load_problems("family:piecewise:warmstart", limit=40)
-    missing = [q for q in p if "if " not in targets(q)[0]]
+    missing = [q for q in p if "if " not in chain_targets(q)[0][-1]]
     assert missing, "some warm-start codes lack the guard by design"
     q = missing[0]
-    assert targets(q)[0] != q.reference_solution and "if " not in stage_texts(q)[-1]
+    texts, tests = chain_targets(q)
+    assert q.reference_solution.strip() not in texts[-1] and len(tests) == 5
     demo = load_problems("demo", limit=1)[0]
-    assert targets(demo) == (demo.reference_solution, list(demo.baseline_tests))
+    texts, tests = chain_targets(demo)
+    assert demo.reference_solution.strip() in texts[-1]
+    assert tests == [list(demo.baseline_tests)] * 5

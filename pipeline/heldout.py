@@ -18,7 +18,15 @@ Figures (``heldout/*`` in MLflow, ``_run/heldout.json`` in the run store, the fi
 * ``wrong_caught``: share of the run's first evaluation's wrong solutions (code that fails the
   hidden suite, written by the generator before any training: in a learning-rate-0 control,
   the control generator's) that the discriminator's valid tests of this evaluation reject.
-  The wrong solutions are fixed for the run, so before/after differ only by the tests.
+  The wrong solutions are fixed for the run, so before/after differ only by the tests;
+* ``caught_s<k>``: share of those wrong solutions whose *first* rejecting test came from
+  chain stage ``k`` (a test written at several stages counts at its earliest); they sum to
+  ``wrong_caught``;
+* ``new_s<k>``: new distinct valid tests chain stage ``k`` added, per sample (a copy of an
+  earlier stage's test is not new);
+* ``stage_new_tests``: of the valid tests stages 2-5 wrote, the share that were new
+  (``pipeline.stagereport.new_share``); ``late_catch``: of the caught wrong solutions, the
+  share first caught at stage 2 or later.
 """
 
 from __future__ import annotations
@@ -27,14 +35,17 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from configs.names import STAGES
 from pipeline.evaluation import EVAL_REPORT, evaluate_engine
 from pipeline.execution import sandbox_runner
 from pipeline.solver import ChainSolver
+from pipeline.stagereport import new_share, report_from_metrics
 from problems.family import edge_tests, hidden_tests, is_family
 
 PREFIX = "heldout"
 COLUMNS = ("pass_at_1", "edge_pass_rate", "test_validity", "mutation_kill_rate", "bugs_caught",
            "wrong_caught")
+STAGE_COLUMNS = ("caught", "new")  # per chain stage: caught_s<k>, new_s<k>
 REJECTS = ("failed", "error", "timeout", "crashed")  # a test that ran and said no
 
 
@@ -75,42 +86,53 @@ def wrong_solutions(rows: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
             if r.get("mode", "chain") == "chain" and r["code"] is not None and not r["passed"]]
 
 
-def valid_tests(scored: dict[str, Any]) -> dict[str, list[str]]:
-    """Per problem, the discriminator's distinct tests the reference passes.
+def valid_tests(scored: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Per problem, the discriminator's distinct tests the reference passes, each with the
+    earliest chain stage that wrote it.
 
     >>> valid_tests({"tests": [
     ...     {"problem_id": "p", "test_id": "a", "snippet": "assert f(1) == 1",
-    ...      "origin": "discriminator"},
+    ...      "origin": "discriminator", "stage": 3},
     ...     {"problem_id": "p", "test_id": "b", "snippet": "assert f(1) == 2",
-    ...      "origin": "discriminator"},
+    ...      "origin": "discriminator", "stage": 1},
+    ...     {"problem_id": "p", "test_id": "d", "snippet": "assert f(1) == 1",
+    ...      "origin": "discriminator", "stage": 2},
     ...     {"problem_id": "p", "test_id": "c", "snippet": "assert f(0) == 0",
-    ...      "origin": "baseline"}],
+    ...      "origin": "baseline", "stage": 0}],
     ...   "executions": [{"problem_id": "p", "test_id": t, "target_kind": "reference",
     ...                   "status": s} for t, s in (("a", "passed"), ("b", "failed"),
-    ...                                             ("c", "passed"))]})
-    {'p': ['assert f(1) == 1']}
+    ...                                             ("c", "passed"), ("d", "passed"))]})
+    {'p': {'assert f(1) == 1': 2}}
     """
     passed = {(e["problem_id"], e["test_id"]) for e in scored.get("executions", [])
               if e["target_kind"] == "reference" and e["status"] == "passed"}
-    out: dict[str, dict[str, None]] = {}
+    out: dict[str, dict[str, int]] = {}
     for t in scored.get("tests", []):
         if t["origin"] == "discriminator" and (t["problem_id"], t["test_id"]) in passed:
-            out.setdefault(t["problem_id"], {})[t["snippet"]] = None
-    return {pid: list(snippets) for pid, snippets in out.items()}
+            mine = out.setdefault(t["problem_id"], {})
+            mine[t["snippet"]] = min(mine.get(t["snippet"], int(t["stage"])), int(t["stage"]))
+    return out
 
 
-def wrong_caught(wrong: Sequence[dict[str, str]], valid: dict[str, list[str]],
-                 problems: dict[str, Any], run_jobs: Any) -> float | None:
-    """Share of ``wrong`` solutions that at least one valid test rejects (None: no wrong
-    solution). A problem without valid tests catches nothing."""
+def wrong_caught(wrong: Sequence[dict[str, str]], valid: dict[str, dict[str, int]],
+                 problems: dict[str, Any], run_jobs: Any) -> dict[str, float]:
+    """``wrong_caught`` and ``caught_s<k>`` (module docstring) of ``wrong`` solutions against
+    the ``valid`` tests; empty when there is no wrong solution. A problem without valid tests
+    catches nothing."""
     if not wrong:
-        return None
+        return {}
     known = [w for w in wrong if w["problem_id"] in problems and valid.get(w["problem_id"])]
-    jobs = [(problems[w["problem_id"]].program(w["code"]), valid[w["problem_id"]])
+    jobs = [(problems[w["problem_id"]].program(w["code"]), list(valid[w["problem_id"]]))
             for w in known]
-    caught = sum(any(o.status in REJECTS for o in res.outcomes)
-                 for res in (run_jobs(jobs) if jobs else []))
-    return caught / len(wrong)
+    first: list[int] = []  # per caught solution, the earliest stage of a test rejecting it
+    for w, (_, snippets), res in zip(known, jobs, run_jobs(jobs) if jobs else [], strict=True):
+        stages = [valid[w["problem_id"]][snippet]
+                  for snippet, o in zip(snippets, res.outcomes, strict=True) if o.status in REJECTS]
+        if stages:
+            first.append(min(stages))
+    out = {"wrong_caught": len(first) / len(wrong)}
+    out |= {f"caught_s{k}": sum(f == k for f in first) / len(wrong) for k in STAGES}
+    return out
 
 
 def heldout_metrics(sampler: Any, cfg: Any, problems: Sequence[Any],
@@ -140,19 +162,28 @@ def heldout_metrics(sampler: Any, cfg: Any, problems: Sequence[Any],
            "test_validity": metrics.get("eval/test_validity"),
            "mutation_kill_rate": metrics.get("eval/mutation_kill_rate"),
            "bugs_caught": bugs / samples,
-           "wrong_caught": wrong_caught(wrong_solutions(rows) if wrong is None else wrong,
-                                        valid_tests(scored), by_id, run_jobs),
            "problems": float(len(problems)), "samples": float(len(rows))}
+    out |= wrong_caught(wrong_solutions(rows) if wrong is None else wrong, valid_tests(scored),
+                        by_id, run_jobs)
+    chains = max(sum(r.get("mode", "chain") == "chain" for r in rows), 1)
+    out |= {f"new_s{k}": metrics[f"{EVAL_REPORT}/s{k}/valid"] / chains for k in STAGES
+            if f"{EVAL_REPORT}/s{k}/valid" in metrics}
+    out["stage_new_tests"] = new_share(report_from_metrics(metrics, EVAL_REPORT))
+    out["late_catch"] = late_catch(out)
     return rows, {k: float(v) for k, v in out.items() if v is not None}
 
 
 def heldout_table(results: Sequence[dict[str, Any]], source: str) -> str:
     """The seeds' per-stage table on held-out problems: one row per evaluation (``before``,
-    ``stage 1`` ...), from ``_run/heldout.json`` entries ``{label, step, metrics}``.
+    ``stage 1`` ...), from ``_run/heldout.json`` entries ``{label, step, metrics}``, then per
+    chain stage which wrong solutions its tests caught first and the new tests it added.
 
-    >>> print(heldout_table([{"label": "before", "step": 0, "metrics": {"pass_at_1": 0.25,
-    ...     "problems": 4.0, "samples": 4.0}}], "family:piecewise:heldout").splitlines()[2])
+    >>> table = heldout_table([{"label": "before", "step": 0, "metrics": {"pass_at_1": 0.25,
+    ...     "caught_s2": 0.5, "new_s1": 1.0, "problems": 4.0, "samples": 4.0}}],
+    ...     "family:piecewise:heldout").splitlines()
+    >>> print(table[2]); print(table[5])
     before         0     0.250       -       -       -       -       -
+    before          -  0.500      -      -      -  |  1.00     -     -     -     -
     """
     if not results:
         return "(no held-out evaluation)"
@@ -166,4 +197,27 @@ def heldout_table(results: Sequence[dict[str, Any]], source: str) -> str:
         cells = [f"{m[c]:.3f}" if c in m else "-" for c in COLUMNS]
         lines.append(f"{r['label']:<10} {r['step']:>5}  {cells[0]:>8}  {cells[1]:>6}  "
                      f"{cells[2]:>6}  {cells[3]:>6}  {cells[4]:>6}  {cells[5]:>6}")
+    lines += ["per chain stage: wrong solutions caught first by its tests (share of all) | new "
+              "valid tests it added (per sample)",
+              f"{'after':<10} " + " ".join(f"{f'caught@{k}':>6}" for k in STAGES) + "  | "
+              + " ".join(f"{f'new@{k}':>5}" for k in STAGES)]
+    for r in results:
+        m = r["metrics"]
+        caught = [f"{m[f'caught_s{k}']:.3f}" if f"caught_s{k}" in m else "-" for k in STAGES]
+        new = [f"{m[f'new_s{k}']:.2f}" if f"new_s{k}" in m else "-" for k in STAGES]
+        lines.append(f"{r['label']:<10} " + " ".join(f"{c:>6}" for c in caught) + "  | "
+                     + " ".join(f"{c:>5}" for c in new))
     return "\n".join(lines)
+
+
+def late_catch(metrics: dict[str, float]) -> float | None:
+    """Of the caught wrong solutions, the share first caught at chain stage 2 or later (None:
+    none caught).
+
+    >>> late_catch({"wrong_caught": 0.5, "caught_s1": 0.25, "caught_s3": 0.25})
+    0.5
+    """
+    caught = metrics.get("wrong_caught")
+    if not caught:
+        return None
+    return sum(metrics.get(f"caught_s{k}", 0.0) for k in STAGES[1:]) / caught

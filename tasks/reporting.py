@@ -27,7 +27,13 @@ from pipeline.metrics import round3, skipped_line, skipped_updates, stage_table,
 from pipeline.parts import CHAINS, EXECUTIONS, REWARDS, STAGE_REPORTS, TESTS, UPDATES
 from pipeline.schedule import plan
 from pipeline.stagereport import FIELDS as REPORT_FIELDS
-from pipeline.stagereport import format_report, mean_report, report_metrics, stage_report
+from pipeline.stagereport import (
+    format_report,
+    mean_report,
+    new_share,
+    report_metrics,
+    stage_report,
+)
 from pipeline.timing import mean_breakdown, step_breakdown
 from serving.registry import ModelRegistry
 from serving.served import example_row
@@ -124,7 +130,9 @@ def close_step(ctx: RunContext, step: int, stage: int, role: str, last_of_stage:
     log_completions(ctx, step)
     if last_of_stage:
         heldout = None
-        if ctx.cfg.evaluation.source:  # first: the stage's checkpoint is scored on it
+        ev = ctx.cfg.evaluation
+        if ev.source and (ev.each_stage or stage == ctx.cfg.schedule.stages[-1]):
+            # first: the stage's checkpoint is scored on it
             t = time.perf_counter()
             heldout = evaluate_heldout(ctx, f"stage {stage}", step)
             if item_s is not None:
@@ -237,7 +245,12 @@ def finish_run(ctx: RunContext) -> dict:
     report = run_stage_report(ctx, ctx.store.complete_steps())
     if report is not None:
         print(format_report(report, "\nwhat each chain stage's tests did (mean over the run's "
-                                    "steps; bugs caught: valid tests the final code fails)"))
+                                    "steps; valid: new valid tests, repeated: copies of an "
+                                    "earlier valid one; bugs caught: valid tests the final code "
+                                    "fails; first caught: samples its tests rejected first)"))
+        share = new_share(report)
+        if share is not None:
+            print(f"stages 2-5: {share:.0%} of their valid tests were new")
     print("\nTraining finished.\n"
           f"  run store   : {summary['run_store']}\n"
           f"  mlflow      : {summary['mlflow_tracking_uri']} (run {ctx.mlflow_run_id})\n"

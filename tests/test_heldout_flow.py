@@ -59,7 +59,13 @@ def test_flow_evaluates_heldout_before_and_after_each_stage(prefect_harness, tin
 
     table = heldout_table(entries, "family:piecewise:heldout").splitlines()
     assert table[0].startswith("held-out: family:piecewise:heldout, 2 problems never trained on")
-    assert [line.split()[0] for line in table[2:]] == ["before", "stage", "stage"]
+    assert [line.split()[0] for line in table[2:5]] == ["before", "stage", "stage"]
+    assert table[5].startswith("per chain stage: wrong solutions caught first")
+    assert [line.split()[0] for line in table[7:]] == ["before", "stage", "stage"]
+    for e in entries:  # first catches per stage add up to what was caught
+        m = e["metrics"]
+        if "wrong_caught" in m:
+            assert abs(sum(m[f"caught_s{k}"] for k in range(1, 6)) - m["wrong_caught"]) < 1e-9
 
 
 def test_wrong_caught_counts_wrong_solutions_some_valid_test_rejects():
@@ -73,8 +79,13 @@ def test_wrong_caught_counts_wrong_solutions_some_valid_test_rejects():
              {"problem_id": "add", "code": "def add(a, b):\n    return a + b + (a == 7)"},
              {"problem_id": "add", "code": "def add(a, b):\n    raise ValueError"},  # caught
              {"problem_id": "gone", "code": "x = 1"}]   # no valid tests for it: not caught
-    valid = {"add": ["assert add(1, 2) == 3", "assert add(0, 0) == 0"]}
+    # each valid test with the earliest chain stage that wrote it
+    valid = {"add": {"assert add(1, 2) == 3": 3, "assert add(0, 0) == 0": 1}}
     run = sandbox_runner(SandboxConfig(timeout_s=2.0))
-    assert wrong_caught(wrong, valid, {"add": add}, run) == 2 / 4
-    assert wrong_caught([], valid, {"add": add}, run) is None
-    assert wrong_caught(wrong[:1], {}, {"add": add}, run) == 0.0
+    got = wrong_caught(wrong, valid, {"add": add}, run)
+    assert got["wrong_caught"] == 2 / 4
+    # a - b fails add(1, 2) only (stage 3); raising fails both, the earliest at stage 1
+    assert (got["caught_s1"], got["caught_s3"]) == (1 / 4, 1 / 4)
+    assert got["caught_s2"] == got["caught_s4"] == got["caught_s5"] == 0.0
+    assert wrong_caught([], valid, {"add": add}, run) == {}
+    assert wrong_caught(wrong[:1], {}, {"add": add}, run)["wrong_caught"] == 0.0

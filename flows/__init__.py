@@ -4,7 +4,9 @@ command (``python -m flows.<name>``, from the repository root). What they run li
 
 The Prefect API a command-line run talks to is ``deployments.server``'s: one temporary server per
 run, started before the flow, waited for as long as it takes, and killed by the kernel when the
-run dies (``PR_SET_PDEATHSIG``), so ``kill -9`` of a run leaves no server behind.
+run dies (``PR_SET_PDEATHSIG``), so ``kill -9`` of a run leaves no server behind. Ctrl-C or
+SIGTERM stops any of them within seconds with one line saying what was kept
+(``flows.stopping``).
 """
 
 import os

@@ -44,3 +44,13 @@ warnings.filterwarnings("ignore", category=SyntaxWarning, module="<")
 import logging  # noqa: E402
 
 logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
+
+
+def preload() -> None:
+    """Import what a run's first task needs (torch, transformers, peft, MLflow): the entry
+    points do it while their temporary Prefect server starts (two processes, two cores)."""
+    import mlflow  # noqa: F401
+    import peft  # noqa: F401
+    import transformers  # noqa: F401
+
+    import models.policy  # noqa: F401

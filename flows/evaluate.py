@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 if __name__ == "__main__":  # --help and usage errors answer before Prefect and torch load
-    from flows import stopping
+    from flows import preload, stopping
 
     stopping.install()  # Ctrl-C / SIGTERM: one line, within seconds, from here on
     build_parser().parse_args()
@@ -58,7 +58,7 @@ from artifacts.store import RunStore
 from artifacts.tracking import Tracker
 from configs import ConfigError, load_config
 from deployments.server import ensure_prefect_api
-from flows import stopping
+from flows import preload, stopping
 from pipeline.evaluation import EVAL_REPORT, chunk_size, evaluate_engine
 from pipeline.heldout import hidden_problem
 from pipeline.stagereport import format_report, report_from_metrics
@@ -203,7 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     run_id = args.run_id or f"eval-{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     stopping.keeping(lambda: kept(cfg.artifacts.root, run_id))
     try:
-        ensure_prefect_api()  # a temporary Prefect server that dies with this run
+        # a temporary Prefect server that dies with this run; what the evaluation loads
+        # anyway is imported while it starts
+        ensure_prefect_api(meanwhile=preload)
         out = evaluate(config=args.config, overrides=args.overrides, model=args.model,
                        problems=args.problems, ids=args.ids, limit=args.limit, k=ks,
                        samples=args.samples, direct=not args.no_direct,

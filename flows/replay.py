@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 if __name__ == "__main__":  # --help and usage errors answer before Prefect and torch load
-    from flows import stopping
+    from flows import preload, stopping
 
     stopping.install()  # Ctrl-C / SIGTERM: one line, within seconds, from here on
     build_parser().parse_args()
@@ -73,7 +73,7 @@ from prefect import flow, get_run_logger
 
 from artifacts.store import RunStore
 from deployments.server import ensure_prefect_api
-from flows import stopping
+from flows import preload, stopping
 from models.resume import StateIntegrityError
 from tasks.progress import quiet_console
 from tasks.recorded import ReplayError, run_config
@@ -168,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
         unfinished = RunStore(args.artifacts_root, args.run_id).incomplete_steps()
         stopping.keeping(lambda: kept(args.artifacts_root, args.run_id,
                                       None if args.failed else args.step, unfinished))
-        ensure_prefect_api()  # a temporary Prefect server that dies with this replay
+        # a temporary Prefect server that dies with this replay; what the replay loads anyway
+        # is imported while it starts
+        ensure_prefect_api(meanwhile=preload)
         result = replay(run_id=args.run_id, step=args.step, stage=args.stage,
                         downstream=args.downstream, failed=args.failed,
                         artifacts_root=args.artifacts_root, config=args.config,

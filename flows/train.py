@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 if __name__ == "__main__":  # --help and usage errors answer before Prefect and torch load
-    from flows import stopping
+    from flows import preload, stopping
 
     stopping.install()  # Ctrl-C / SIGTERM: one line, within seconds, from here on
     build_parser().parse_args()
@@ -50,7 +50,7 @@ from artifacts.store import ManifestCorrupt, RunStore
 from configs import ConfigError, load_config
 from configs.schema import check_learnable
 from deployments.server import ensure_prefect_api
-from flows import stopping
+from flows import preload, stopping
 from models.resume import StateIntegrityError
 from pipeline.catalogue import work_items
 from pipeline.schedule import PlannedStep, ends_stage, plan
@@ -117,15 +117,6 @@ def train(config: str = "configs/tiny.yaml", overrides: list[str] | None = None,
     finally:
         ctx.close()  # the vLLM engine, on every way out
     return finish_run(ctx)
-
-
-def preload() -> None:
-    """Import what the first task needs (torch, transformers, peft, MLflow)."""
-    import mlflow  # noqa: F401
-    import peft  # noqa: F401
-    import transformers  # noqa: F401
-
-    import models.policy  # noqa: F401
 
 
 def kept(root: str, run_id: str) -> str:

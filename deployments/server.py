@@ -110,7 +110,11 @@ class TemporaryServer:
         cmd = [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent),
                "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1",
                "--port", str(self.port), "--log-level", "error", "--lifespan", "on"]
-        return subprocess.Popen(dies_with_this_process(cmd), env=env, stdin=subprocess.DEVNULL)
+        # A session of its own: a Ctrl-C in the terminal signals the run's whole process
+        # group, and a server that died first left the stopping run retrying its API for
+        # minutes (httpx.ConnectError); the run stops it itself (flows.stopping).
+        return subprocess.Popen(dies_with_this_process(cmd), env=env, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
 
     def start(self, timeout_s: float, meanwhile: Callable[[], object] | None = None) -> str:
         """Start the server and wait for ``/api/health``; returns the API URL. ``meanwhile``

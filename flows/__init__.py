@@ -4,7 +4,9 @@ command (``python -m flows.<name>``, from the repository root). What they run li
 
 The Prefect API a command-line run talks to is ``deployments.server``'s: one temporary server per
 run, started before the flow, waited for as long as it takes, and killed by the kernel when the
-run dies (``PR_SET_PDEATHSIG``), so ``kill -9`` of a run leaves no server behind.
+run dies (``PR_SET_PDEATHSIG``), so ``kill -9`` of a run leaves no server behind. Ctrl-C or
+SIGTERM stops any of them within seconds with one line saying what was kept
+(``flows.stopping``).
 """
 
 import os
@@ -42,3 +44,13 @@ warnings.filterwarnings("ignore", category=SyntaxWarning, module="<")
 import logging  # noqa: E402
 
 logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
+
+
+def preload() -> None:
+    """Import what a run's first task needs (torch, transformers, peft, MLflow): the entry
+    points do it while their temporary Prefect server starts (two processes, two cores)."""
+    import mlflow  # noqa: F401
+    import peft  # noqa: F401
+    import transformers  # noqa: F401
+
+    import models.policy  # noqa: F401

@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 if __name__ == "__main__":  # --help and usage errors answer before Prefect and torch load
+    from flows import preload, stopping
+
+    stopping.install()  # Ctrl-C / SIGTERM: one line, within seconds, from here on
     build_parser().parse_args()
 
 from prefect import flow, task
@@ -55,12 +58,13 @@ from artifacts.store import RunStore
 from artifacts.tracking import Tracker
 from configs import ConfigError, load_config
 from deployments.server import ensure_prefect_api
-from pipeline.evaluation import EVAL_REPORT, evaluate_engine
+from flows import preload, stopping
+from pipeline.evaluation import EVAL_REPORT, chunk_size, evaluate_engine
 from pipeline.heldout import hidden_problem
 from pipeline.stagereport import format_report, report_from_metrics
 from problems import ProblemLoadError, load_problems
 from serving.inference import InferenceEngine
-from tasks.progress import flow_run_name, name_flow_run
+from tasks.progress import flow_run_name, name_flow_run, quiet_console
 
 # (metric, label) rows of the printed summary; pass@k rows are added per k.
 _SHOWN = (
@@ -111,8 +115,10 @@ def evaluate_model(cfg: Any, model: str | None, problems: list, samples: int, ks
     engine = InferenceEngine.load(model, cfg, discriminator=discriminator)
     label = model or cfg.model.generator
     problems = [hidden_problem(p) for p in problems]  # a family problem: its hidden suite
+    # in chunks of problems, so the console counts problems with an ETA
+    chunk = chunk_size(len(problems), samples, engine.cfg.sampling.batch_size)
     rows, metrics = evaluate_engine(engine, problems, samples=samples, ks=ks, direct=direct,
-                                    tests=tests, model=label)
+                                    tests=tests, model=label, chunk=chunk, progress="evaluate")
     return rows, metrics, engine.describe()
 
 
@@ -150,6 +156,8 @@ def evaluate(config: str = "configs/tiny.yaml", overrides: list[str] | None = No
              direct: bool = True, tests: bool = True, discriminator: str | None = "auto",
              run_id: str | None = None) -> dict[str, Any]:
     """Evaluate ``model`` on ``problems``: pass@k (chain and direct), test-side metrics."""
+    stopping.reclaim()  # SIGTERM: our one line, not Prefect's crash report
+    quiet_console()
     cfg = load_config(config, overrides or [])
     ks = sorted(set(k or [1]))
     samples = samples or max(ks)
@@ -171,11 +179,20 @@ def evaluate(config: str = "configs/tiny.yaml", overrides: list[str] | None = No
     return {"run_id": run_id, "metrics": metrics, "summary": summary, **where}
 
 
+def kept(root: str, run_id: str) -> str:
+    """What a stopped evaluation leaves: its rows once they are recorded, else nothing."""
+    store = RunStore(root, run_id)
+    if store.is_complete(0):
+        return f"evaluation {run_id} was recorded in {store.run_dir}/table=evaluations"
+    return (f"evaluation {run_id} was not recorded (its rows are written once every problem "
+            "is done), so nothing was kept")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:  # fail fast, before Prefect starts
-        load_config(args.config, args.overrides)
+        cfg = load_config(args.config, args.overrides)
         load_problems(args.problems, ids=args.ids, limit=args.limit)
         ks = args.k or [1]
         if args.samples is not None and max(ks) > args.samples:
@@ -183,11 +200,19 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, ProblemLoadError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    ensure_prefect_api()  # a temporary Prefect server that dies with this run
-    out = evaluate(config=args.config, overrides=args.overrides, model=args.model,
-                   problems=args.problems, ids=args.ids, limit=args.limit, k=ks,
-                   samples=args.samples, direct=not args.no_direct, tests=not args.no_tests,
-                   discriminator=args.discriminator or None, run_id=args.run_id)
+    run_id = args.run_id or f"eval-{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    stopping.keeping(lambda: kept(cfg.artifacts.root, run_id))
+    try:
+        # a temporary Prefect server that dies with this run; what the evaluation loads
+        # anyway is imported while it starts
+        ensure_prefect_api(meanwhile=preload)
+        out = evaluate(config=args.config, overrides=args.overrides, model=args.model,
+                       problems=args.problems, ids=args.ids, limit=args.limit, k=ks,
+                       samples=args.samples, direct=not args.no_direct,
+                       tests=not args.no_tests, discriminator=args.discriminator or None,
+                       run_id=run_id)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (flows.stopping): its one line, its code
+        return stopping.leave()
     print(f"\n{out['summary']}")
     return 0
 

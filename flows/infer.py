@@ -23,6 +23,7 @@ import sys
 from typing import Any
 
 from configs import ConfigError, load_config
+from flows import stopping
 from problems import ProblemLoadError, load_problems
 
 
@@ -124,12 +125,16 @@ def main(argv: list[str] | None = None) -> int:
                             help="also write discriminator tests and run them")
         parser.add_argument("--json", action="store_true", help="print results as JSON")
     args = parser.parse_args(argv[1:] if show else argv)
+    stopping.keeping(lambda: "inference writes nothing, so nothing was kept")
     try:
         return run(args, show)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (flows.stopping): its one line, its code
+        return stopping.leave()
     except (ConfigError, ProblemLoadError, ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
 
 if __name__ == "__main__":
+    stopping.install()  # Ctrl-C / SIGTERM: one line, within seconds
     raise SystemExit(main())

@@ -64,15 +64,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 if __name__ == "__main__":  # --help and usage errors answer before Prefect and torch load
+    from flows import preload, stopping
+
+    stopping.install()  # Ctrl-C / SIGTERM: one line, within seconds, from here on
     build_parser().parse_args()
 
 from prefect import flow, get_run_logger
 
+from artifacts.store import RunStore
 from deployments.server import ensure_prefect_api
+from flows import preload, stopping
 from models.resume import StateIntegrityError
+from tasks.progress import quiet_console
 from tasks.recorded import ReplayError, run_config
 from tasks.recover import check_failed, finish_failed, format_failed
-from tasks.replay import check_replayable, replay_stage
+from tasks.replay import REPLAY_SUFFIX, check_replayable, replay_stage
 
 EXIT_CODES = {True: 0, False: 1, None: 2}  # a report's "matched": MATCHED, DIFFERS, NOT COMPARED
 ERROR_EXIT = 2  # ReplayError: nothing was replayed (a file, adapter version or manifest)
@@ -111,6 +117,8 @@ def replay(run_id: str, step: int | None = None, stage: str | None = None,
            rebuild_manifest: bool = False) -> dict[str, Any]:
     """Replay one stage of a recorded step (``failed=False``) or finish incomplete steps
     (with ``rebuild_manifest``, first rebuild corrupt manifests of intact steps)."""
+    stopping.reclaim()  # SIGTERM: our one line, not Prefect's crash report
+    quiet_console()
     cfg = run_config(artifacts_root, run_id, config, overrides or [])
     if failed:
         result = finish_failed(cfg, run_id, rebuild_manifest)
@@ -122,6 +130,22 @@ def replay(run_id: str, step: int | None = None, stage: str | None = None,
         # The verdict line for the flow's log; the command line prints the whole report once.
         get_run_logger().info(format_report(result).splitlines()[0])
     return result
+
+
+def kept(root: str, run_id: str, step: int | None, unfinished: list[int]) -> str:
+    """What a stopped replay leaves: the recorded run as it was; a stage replay's parts so far
+    in ``<ID>.replay`` (no manifest); with ``--failed``, the steps it finished."""
+    if step is not None:
+        target = RunStore(root, run_id + REPLAY_SUFFIX)
+        return (f"run {run_id} is untouched; the replay of step {step} is incomplete (no "
+                f"manifest) in {target.run_dir}")
+    now = RunStore(root, run_id).incomplete_steps()
+    done = [s for s in unfinished if s not in now]
+    finished = (f"finished step(s) {stopping.steps_text(done)} (manifests written)" if done
+                else "finished no step")
+    left = f"; step(s) {stopping.steps_text(now)} keep their parts for the next --failed" \
+        if now else ""
+    return f"run {run_id}: --failed {finished}{left}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,11 +165,18 @@ def main(argv: list[str] | None = None) -> int:
             check_failed(cfg, args.run_id, args.rebuild_manifest)
         else:
             check_replayable(cfg, args.run_id, args.step, args.stage, args.downstream)
-        ensure_prefect_api()  # a temporary Prefect server that dies with this replay
+        unfinished = RunStore(args.artifacts_root, args.run_id).incomplete_steps()
+        stopping.keeping(lambda: kept(args.artifacts_root, args.run_id,
+                                      None if args.failed else args.step, unfinished))
+        # a temporary Prefect server that dies with this replay; what the replay loads anyway
+        # is imported while it starts
+        ensure_prefect_api(meanwhile=preload)
         result = replay(run_id=args.run_id, step=args.step, stage=args.stage,
                         downstream=args.downstream, failed=args.failed,
                         artifacts_root=args.artifacts_root, config=args.config,
                         overrides=args.overrides, rebuild_manifest=args.rebuild_manifest)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (flows.stopping): its one line, its code
+        return stopping.leave()
     except (ReplayError, StateIntegrityError) as exc:  # a damaged resume state is named too
         print(f"error: {exc}", file=sys.stderr)
         return ERROR_EXIT

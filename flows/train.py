@@ -39,14 +39,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 if __name__ == "__main__":  # --help and usage errors answer before Prefect and torch load
+    from flows import preload, stopping
+
+    stopping.install()  # Ctrl-C / SIGTERM: one line, within seconds, from here on
     build_parser().parse_args()
 
 from prefect import flow, get_run_logger
 
-from artifacts.store import ManifestCorrupt
+from artifacts.store import ManifestCorrupt, RunStore
 from configs import ConfigError, load_config
 from configs.schema import check_learnable
 from deployments.server import ensure_prefect_api
+from flows import preload, stopping
 from models.resume import StateIntegrityError
 from pipeline.catalogue import work_items
 from pipeline.schedule import PlannedStep, ends_stage, plan
@@ -90,6 +94,7 @@ def train(config: str = "configs/tiny.yaml", overrides: list[str] | None = None,
           artifacts_root: str | None = None, run_id: str | None = None,
           init_from: str | None = None) -> dict[str, Any]:
     """Train both adapters on ``config``; returns where the results are."""
+    stopping.reclaim()  # SIGTERM: our one line, not Prefect's crash report
     overrides = list(overrides or [])
     if artifacts_root:
         overrides.append(f"artifacts.root={artifacts_root}")
@@ -114,13 +119,16 @@ def train(config: str = "configs/tiny.yaml", overrides: list[str] | None = None,
     return finish_run(ctx)
 
 
-def preload() -> None:
-    """Import what the first task needs (torch, transformers, peft, MLflow)."""
-    import mlflow  # noqa: F401
-    import peft  # noqa: F401
-    import transformers  # noqa: F401
-
-    import models.policy  # noqa: F401
+def kept(root: str, run_id: str) -> str:
+    """What a stopped run leaves: its complete steps (each with its manifest), and how to go
+    on from them."""
+    store = RunStore(root, run_id)
+    done = store.complete_steps()
+    if not done:
+        return f"no step of run {run_id} was complete, so there is nothing to continue from"
+    return (f"run {run_id} keeps step(s) {stopping.steps_text(done)} in {store.run_dir} (a step "
+            f"in progress was not kept); the same command with --run-id {run_id} continues "
+            f"after step {done[-1]}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,12 +144,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.run_id:
             check_resume_state(load_config(args.config, args.overrides), args.run_id,
                                args.artifacts_root)
+        run_id = args.run_id or new_run_id(cfg)  # named by its run id from the start
+        stopping.keeping(lambda: kept(args.artifacts_root or cfg.artifacts.root, run_id))
         # A temporary Prefect server that dies with this run; the libraries the run loads
         # anyway are imported while it starts (two processes, two cores: seconds saved).
         ensure_prefect_api(meanwhile=preload)
         train(config=args.config, overrides=args.overrides, artifacts_root=args.artifacts_root,
-              run_id=args.run_id or new_run_id(cfg),  # named by its run id from the start
-              init_from=args.init_from)
+              run_id=run_id, init_from=args.init_from)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (flows.stopping): its one line, its code
+        return stopping.leave()
     except (StateIntegrityError, ManifestCorrupt) as exc:  # no intact resume state, or a
         # corrupt step manifest (a completed step, never redone): nothing was trained on it
         print(f"error: {exc}", file=sys.stderr)

@@ -29,6 +29,7 @@ means.
 from __future__ import annotations
 
 import ast
+import contextlib
 import re
 import statistics
 from collections.abc import Iterable, Sequence
@@ -38,8 +39,10 @@ import numpy as np
 
 from configs.names import CODE_STAGE, STAGES
 from configs.schema import TrainConfig
+from models.seeds import derive_seed
 from pipeline.chains import baseline_rows, kept_tests, parsed_test_rows
 from pipeline.execution import RunJobs, Suite, problem_mutants, run_suites, sandbox_runner
+from pipeline.progress import WorkProgress
 from pipeline.scoring import outcomes_from_rows, reward_rows
 from pipeline.solver import ChainSolver, InferenceResult
 from pipeline.stagereport import report_metrics, stage_report
@@ -301,31 +304,77 @@ def summarize(rows: Sequence[dict[str, Any]], ks: Sequence[int]) -> dict[str, fl
     return {k: v for k, v in out.items() if v is not None}
 
 
+def chunk_size(n_problems: int, samples: int, batch_size: int, updates: int = 20) -> int:
+    """Problems per chunk of a chunked evaluation: about ``updates`` progress updates, and at
+    least one sampling batch of prompts per chunk, so chunking costs the sampler little.
+
+    >>> chunk_size(164, 10, 16), chunk_size(12, 1, 16), chunk_size(3, 1, 16)
+    (9, 16, 16)
+    """
+    return max(-(-batch_size // max(samples, 1)), -(-n_problems // updates), 1)
+
+
 def evaluate_engine(engine: ChainSolver, problems: Sequence[Problem], *, samples: int,
                     ks: Sequence[int], direct: bool = True, tests: bool = True, model: str = "",
-                    scored_out: dict[str, Any] | None = None
+                    scored_out: dict[str, Any] | None = None, chunk: int | None = None,
+                    progress: str | None = None
                     ) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Chains (and the direct baseline) for ``problems`` x ``samples``, executed against each
     problem's tests; the discriminator's tests scored for validity, mutants and coherence
-    (``score_tests``'s tests, executions and outcomes, also put in ``scored_out`` if given)."""
+    (``score_tests``'s tests, executions and outcomes, also put in ``scored_out`` if given).
+
+    ``chunk``: work through the problems ``chunk`` at a time (every step of the evaluation per
+    chunk, so progress can be counted in problems); ``None``, all at once. The first chunk
+    samples with the config's seeds, chunk ``i`` with seeds derived from them and ``i``, so
+    results depend on ``chunk`` but never on anything else. ``progress``: the label of a
+    progress bar or lines (``pipeline.progress``) counting problems; ``None``, silent."""
     bad = [k for k in ks if not 1 <= k <= samples]
     if bad:
         raise ValueError(f"k={bad}: pass@k needs 1 <= k <= samples ({samples})")
-    chain = engine.generate(problems, samples, mode="chain")
-    engine.execute(chain)
-    scored = None
-    if tests:
-        engine.write_tests(chain)
-        scored = score_tests(chain, engine.cfg, engine.run_jobs)
-        if scored_out is not None:
-            scored_out.update(scored)
-    rows = sample_rows(chain, scored, model)
-    if direct:
-        baseline = engine.generate(problems, samples, mode="direct")
-        engine.execute(baseline)
-        rows += sample_rows(baseline, None, model)
+    problems = list(problems)
+    size = chunk or max(len(problems), 1)
+    chain_rows: list[dict[str, Any]] = []
+    direct_rows: list[dict[str, Any]] = []
+    scored: dict[str, Any] | None = None
+    with (WorkProgress(progress, len(problems), "problems") if progress
+          else contextlib.nullcontext()) as shown:
+        for index, first in enumerate(range(0, len(problems), size)):
+            part = problems[first:first + size]
+            seed = engine.cfg.sampling.seed
+            if index:
+                seed = derive_seed(seed, "chunk", index)
+            chain = engine.generate(part, samples, mode="chain", seed=seed)
+            engine.execute(chain)
+            part_scored = None
+            if tests:
+                engine.write_tests(chain, seed)
+                part_scored = score_tests(chain, engine.cfg, engine.run_jobs)
+                scored = merge_scored(scored, part_scored)
+            chain_rows += sample_rows(chain, part_scored, model)
+            if direct:
+                baseline = engine.generate(part, samples, mode="direct", seed=seed)
+                engine.execute(baseline)
+                direct_rows += sample_rows(baseline, None, model)
+            if shown is not None:
+                shown.advance(len(part))
+    if scored is not None and scored_out is not None:
+        scored_out.update(scored)
+    rows = chain_rows + direct_rows
     metrics = summarize(rows, ks)
     if scored is not None:  # what each chain stage's tests did, as in training
         metrics |= report_metrics(stage_report(scored["tests"], scored["executions"]),
                                   EVAL_REPORT)
     return rows, metrics
+
+
+def merge_scored(total: dict[str, Any] | None, part: dict[str, Any]) -> dict[str, Any]:
+    """``score_tests`` of two sets of problems as one: rows concatenated, keyed maps merged
+    (a sample's key holds its problem id, so the chunks' keys never collide)."""
+    if total is None:
+        return {k: (list(v) if isinstance(v, list) else dict(v)) for k, v in part.items()}
+    for key, value in part.items():
+        if isinstance(value, list):
+            total[key] = total[key] + value
+        else:
+            total[key] = {**total[key], **value}
+    return total

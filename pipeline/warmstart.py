@@ -20,6 +20,7 @@ from configs.names import CODE_STAGE, ROLES, STAGES
 from configs.schema import WarmStartConfig
 from models.logprobs import response_logprobs
 from models.prompts import discriminator_prompt, generator_prompt
+from pipeline.progress import WorkProgress
 from problems import Problem
 from problems.family import formulaic_stages, is_family, warm_chain
 
@@ -40,7 +41,6 @@ def chain_targets(problem: Problem) -> tuple[list[str], list[list[str]]]:
             [list(problem.baseline_tests)] * len(STAGES))
 
 
-PROGRESS_EVERY = 25  # warm-start steps between progress lines
 CODE_WEIGHT = 3  # stage-5 examples are repeated: the code is what rewards depend on
 
 
@@ -106,17 +106,15 @@ def fit_roles(policies: Any, problems: list[Problem], cfg: WarmStartConfig,
         if role not in cfg.roles:
             continue
         start = time.perf_counter()
+        with WorkProgress(f"warm start {role}", cfg.steps, "steps") as progress:
+            def report(step: int, loss: float, progress: WorkProgress = progress) -> None:
+                progress.advance(1, f"loss {loss:.3f}")  # a user waits minutes here
 
-        def report(step: int, loss: float, role: str = role, start: float = start) -> None:
-            if step % PROGRESS_EVERY == 0 or step == cfg.steps:  # a user waits minutes here
-                print(f"warm start {role}: step {step}/{cfg.steps}, loss {loss:.3f} "
-                      f"({time.perf_counter() - start:.0f} s)", flush=True)
-
-        losses = supervised_steps(policies.model_for(role), policies.trainable_parameters(role),
-                                  role_examples, steps=cfg.steps, lr=cfg.learning_rate,
-                                  batch_size=cfg.batch_size,
-                                  pad_token_id=policies.tokenizer_for(role).pad_token_id,
-                                  seed=seed_for(role), report=report)
+            losses = supervised_steps(
+                policies.model_for(role), policies.trainable_parameters(role), role_examples,
+                steps=cfg.steps, lr=cfg.learning_rate, batch_size=cfg.batch_size,
+                pad_token_id=policies.tokenizer_for(role).pad_token_id,
+                seed=seed_for(role), report=report)
         if losses:
             stats[f"warm_start/{role}_first_loss"] = losses[0]
             stats[f"warm_start/{role}_last_loss"] = losses[-1]

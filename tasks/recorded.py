@@ -28,10 +28,8 @@ from artifacts.tracking import MlflowException, Tracker
 from configs import ConfigError, apply_overrides, load_config
 from configs.loader import config_from_dict
 from configs.schema import TrainConfig
-from pipeline.catalogue import items_of
 from pipeline.schedule import PlannedStep, plan
 from tasks.runtime import CONFIG_FILE, RunContext
-from tasks.step import run_item
 
 
 class ReplayError(Exception):
@@ -209,11 +207,3 @@ def load_start_state(ctx: RunContext, step: int, roles: list[str], expected: dic
         out[role] = f"{version} ({source})"
     return out
 
-
-# -- running stages -----------------------------------------------------------------------------
-
-def run_stage(ctx: RunContext, planned: PlannedStep, kind: str) -> None:
-    """The train flow's tasks for every item of ``kind`` (``pipeline.catalogue.KINDS``) of
-    ``planned``, on ``ctx.store``."""
-    for item in items_of(kind):
-        run_item(ctx, planned, item)

@@ -25,6 +25,7 @@ from artifacts.store import ManifestCorrupt, RunStore
 from configs.names import ROLES
 from configs.schema import TrainConfig
 from pipeline.catalogue import step_parts, work_items
+from pipeline.progress import WorkProgress
 from pipeline.schedule import PlannedStep, ends_stage, plan
 from tasks.recorded import (
     REBUILD_HINT,
@@ -174,9 +175,11 @@ def finish_failed(cfg: TrainConfig, run_id: str, rebuild_manifest: bool = False)
     ctx = open_run(cfg, run_id)
     status = "FAILED"
     try:
-        for step in todo:
-            planned = steps[step - 1]
-            out["finished"].append(finish_step(ctx, planned, ends_stage(steps, step - 1)))
+        with WorkProgress("finishing failed steps", len(todo), "steps") as progress:
+            for step in todo:
+                planned = steps[step - 1]
+                out["finished"].append(finish_step(ctx, planned, ends_stage(steps, step - 1)))
+                progress.advance(1)
         # the run is over only when its schedule is; else it waits for flows.train --run-id
         status = "FINISHED" if len(store.complete_steps()) == len(steps) else "KILLED"
     finally:

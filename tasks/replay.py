@@ -16,6 +16,7 @@ from configs.schema import TrainConfig
 from pipeline.catalogue import KINDS, StageItem, inputs_of, items_of, kind_outputs
 from pipeline.compare import compare_tables
 from pipeline.parts import Part
+from pipeline.progress import WorkProgress
 from pipeline.schedule import PlannedStep
 from tasks.recorded import (
     ReplayError,
@@ -23,10 +24,10 @@ from tasks.recorded import (
     planned_step,
     read_part,
     recorded_versions,
-    run_stage,
     step_manifest,
 )
 from tasks.runtime import RunContext
+from tasks.step import run_item
 
 REPLAY_SUFFIX = ".replay"
 
@@ -107,9 +108,12 @@ def replay_stage(cfg: TrainConfig, run_id: str, step: int, stage: str,
         target.write(table, step, part, read_part(original, table, step, part)
                      .drop_columns(["run_id", "step"]))
     replay_ctx = dataclasses.replace(ctx, store=target)
+    items = [i for s in sequence for i in items_of(s)]
     try:
-        for s in sequence:
-            run_stage(replay_ctx, planned, s)
+        with WorkProgress(f"replay of step {step}", len(items), "parts") as progress:
+            for item in items:  # run_stage's loop, one item at a time for the progress
+                run_item(replay_ctx, planned, item)
+                progress.advance(1)
     finally:
         replay_ctx.close()  # the vLLM engine a replayed rollout started
     target.complete_step(step)

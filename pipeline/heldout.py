@@ -183,7 +183,7 @@ def heldout_table(results: Sequence[dict[str, Any]], source: str) -> str:
     ...     "family:piecewise:heldout").splitlines()
     >>> print(table[2]); print(table[5])
     before         0     0.250       -       -       -       -       -
-    before          -  0.500      -      -      -  |  1.00     -     -     -     -
+    before            -    0.500        -        -        -  |  1.00     -     -     -     -
     """
     if not results:
         return "(no held-out evaluation)"
@@ -199,13 +199,13 @@ def heldout_table(results: Sequence[dict[str, Any]], source: str) -> str:
                      f"{cells[2]:>6}  {cells[3]:>6}  {cells[4]:>6}  {cells[5]:>6}")
     lines += ["per chain stage: wrong solutions caught first by its tests (share of all) | new "
               "valid tests it added (per sample)",
-              f"{'after':<10} " + " ".join(f"{f'caught@{k}':>6}" for k in STAGES) + "  | "
+              f"{'after':<10} " + " ".join(f"{f'caught@{k}':>8}" for k in STAGES) + "  | "
               + " ".join(f"{f'new@{k}':>5}" for k in STAGES)]
     for r in results:
         m = r["metrics"]
         caught = [f"{m[f'caught_s{k}']:.3f}" if f"caught_s{k}" in m else "-" for k in STAGES]
         new = [f"{m[f'new_s{k}']:.2f}" if f"new_s{k}" in m else "-" for k in STAGES]
-        lines.append(f"{r['label']:<10} " + " ".join(f"{c:>6}" for c in caught) + "  | "
+        lines.append(f"{r['label']:<10} " + " ".join(f"{c:>8}" for c in caught) + "  | "
                      + " ".join(f"{c:>5}" for c in new))
     return "\n".join(lines)
 

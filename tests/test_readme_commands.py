@@ -137,7 +137,7 @@ COMMANDS: dict[str, Command] = {
     ".venv/bin/python -m flows.train --config configs/tiny.yaml --set sampling.engine=vllm":
         Command(skip="the vLLM engine's start alone is ~30 s of 2 cores: "
                      "tests/test_vllm_flow.py runs this flow on vLLM, shrunk"),
-    ".venv/bin/python benchmarks/learning.py --seed 0": Command(skip=BENCHMARK),
+    ".venv/bin/python benchmarks/learning.py": Command(skip=BENCHMARK),
     ".venv/bin/python benchmarks/generation_throughput.py": Command(skip=BENCHMARK),
     ".venv/bin/python benchmarks/rollout_engine.py": Command(skip=BENCHMARK),
     ".venv/bin/python benchmarks/real_shape.py": Command(skip=BENCHMARK),

@@ -71,6 +71,7 @@ if __name__ == "__main__":  # --help and usage errors answer before Prefect and 
 
 from prefect import flow, get_run_logger
 
+from artifacts.manifests import ManifestCorrupt
 from artifacts.store import RunStore
 from deployments.server import ensure_prefect_api
 from flows import preload, stopping
@@ -132,6 +133,20 @@ def replay(run_id: str, step: int | None = None, stage: str | None = None,
     return result
 
 
+def incomplete(root: str, run_id: str) -> list[int]:
+    """The run's steps without a readable manifest: a corrupt one counts as incomplete (it is
+    what ``--failed --rebuild-manifest`` repairs), so the stop line never raises on it."""
+    store = RunStore(root, run_id)
+    out = []
+    for step in store.list_steps():
+        try:
+            if not store.is_complete(step):
+                out.append(step)
+        except ManifestCorrupt:
+            out.append(step)
+    return out
+
+
 def kept(root: str, run_id: str, step: int | None, unfinished: list[int]) -> str:
     """What a stopped replay leaves: the recorded run as it was; a stage replay's parts so far
     in ``<ID>.replay`` (no manifest); with ``--failed``, the steps it finished."""
@@ -139,7 +154,7 @@ def kept(root: str, run_id: str, step: int | None, unfinished: list[int]) -> str
         target = RunStore(root, run_id + REPLAY_SUFFIX)
         return (f"run {run_id} is untouched; the replay of step {step} is incomplete (no "
                 f"manifest) in {target.run_dir}")
-    now = RunStore(root, run_id).incomplete_steps()
+    now = incomplete(root, run_id)
     done = [s for s in unfinished if s not in now]
     finished = (f"finished step(s) {stopping.steps_text(done)} (manifests written)" if done
                 else "finished no step")
@@ -165,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             check_failed(cfg, args.run_id, args.rebuild_manifest)
         else:
             check_replayable(cfg, args.run_id, args.step, args.stage, args.downstream)
-        unfinished = RunStore(args.artifacts_root, args.run_id).incomplete_steps()
+        unfinished = incomplete(args.artifacts_root, args.run_id)
         stopping.keeping(lambda: kept(args.artifacts_root, args.run_id,
                                       None if args.failed else args.step, unfinished))
         # a temporary Prefect server that dies with this replay; what the replay loads anyway

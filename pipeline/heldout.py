@@ -45,7 +45,6 @@ from problems.family import edge_tests, hidden_tests, is_family
 PREFIX = "heldout"
 COLUMNS = ("pass_at_1", "edge_pass_rate", "test_validity", "mutation_kill_rate", "bugs_caught",
            "wrong_caught")
-STAGE_COLUMNS = ("caught", "new")  # per chain stage: caught_s<k>, new_s<k>
 REJECTS = ("failed", "error", "timeout", "crashed")  # a test that ran and said no
 
 

@@ -84,6 +84,9 @@ class VetReport:
     executed: bool = False
     """Whether the references were run (``False``: structural checks only)."""
     timeout_s: float | None = None
+    unchecked: int = 0
+    """Structurally sound problems whose references were not run: beyond what a run uses
+    (``problems.vet.load_for_run``)."""
 
     @property
     def issues(self) -> list[ProblemIssue]:
@@ -104,7 +107,8 @@ class VetReport:
                 "repaired_by": dict(by_rule.most_common()),
                 "repaired_tests": len(self.repairs),
                 "skipped": len(self.skipped),
-                "skipped_by": dict(Counter(s.kind for s in self.skipped).most_common())}
+                "skipped_by": dict(Counter(s.kind for s in self.skipped).most_common()),
+                "unchecked": self.unchecked}
 
     def summary(self) -> str:
         """One line: ``SOURCE: 720 problems: 313 valid (34 repaired: ...), 407 skipped (...)``."""
@@ -112,7 +116,8 @@ class VetReport:
         repaired = f" ({c['repaired']} repaired: {by_count(c['repaired_by'])})" \
             if c["repaired"] else ""
         skipped = f" ({by_count(c['skipped_by'])})" if c["skipped"] else ""
-        checked = "" if self.executed else "; references not run"
+        checked = ("; references not run" if not self.executed else
+                   f"; {self.unchecked} not run (not used)" if self.unchecked else "")
         return (f"{self.source}: {c['total']} problem(s): {c['valid']} valid{repaired}, "
                 f"{c['skipped']} skipped{skipped}{checked}")
 

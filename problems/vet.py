@@ -23,8 +23,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from problems.convert import call_shape
-from problems.loaders import load_problem_set, select
-from problems.model import Problem, ProblemIssue, ProblemLoadError, ProblemSet
+from problems.loaders import load_problem_set
+from problems.model import DIFFICULTY_RANK, Problem, ProblemIssue, ProblemLoadError, ProblemSet
 from problems.repairs import REPAIRS, candidates, failure_kind, render
 from problems.report import REPORT_FORMAT, RepairRecord, SkippedProblem, VetReport
 from problems.validate import VET_LIMITS
@@ -78,17 +78,36 @@ def vet(source: str | Path, *, execute: bool = True, repair: bool = True,
     report. Raises ``ProblemLoadError`` only for a source that cannot be read at all; a bad
     problem is a skipped entry of the report."""
     problem_set = load_problem_set(source)
-    report = VetReport(source=str(source), total=problem_set.total,
-                       skipped=_structural_skips(problem_set), executed=execute,
-                       timeout_s=limits.timeout_s if execute else None)
+    report = _structural(problem_set, source, executed=execute,
+                         timeout_s=limits.timeout_s if execute else None)
     if not execute:
         report.problems, report.indices = list(problem_set.problems), list(problem_set.indices)
         return report
-    run = _runner(limits, workers, isolation)
+    checked = _check(problem_set, range(len(problem_set.problems)),
+                     _runner(limits, workers, isolation), repair)
+    return _fill(report, problem_set, checked)
+
+
+def _structural(problem_set: ProblemSet, source: str | Path, **how: object) -> VetReport:
+    return VetReport(source=str(source), total=problem_set.total,
+                     skipped=_structural_skips(problem_set), **how)
+
+
+# Per position of ``ProblemSet.problems``: the problem as kept with its repairs, or why skipped.
+Checked = dict[int, "tuple[Problem, list[RepairRecord]] | SkippedProblem"]
+
+
+def _check(problem_set: ProblemSet, positions: Sequence[int],
+           run: Callable[[Jobs], list[ExecutionResult]], repair: bool) -> Checked:
+    """Each problem at ``positions`` (of ``problem_set.problems``) checked in the sandbox: the
+    problem (repaired where a repair is proven) or why it is skipped. Report order is the
+    caller's (``_fill``)."""
     problems = problem_set.problems
-    results = run([(p.reference_program, list(p.baseline_tests)) for p in problems])
+    ks = list(positions)
+    results = dict(zip(ks, run([(problems[k].reference_program, list(problems[k].baseline_tests))
+                                for k in ks]), strict=True))
     failing = {k: [i for i, o in enumerate(r.outcomes) if not o.passed]
-               for k, r in enumerate(results)}
+               for k, r in results.items()}
     failing = {k: v for k, v in failing.items() if v}
 
     # Repairs: every candidate of every failing test, one job per problem.
@@ -128,16 +147,17 @@ def vet(source: str | Path, *, execute: bool = True, repair: bool = True,
         for k in [k for k in fixes if k not in complete]:
             fixes.pop(k)
 
-    skipped = list(report.skipped)
-    for k, problem in enumerate(problems):
-        index = problem_set.indices[k]
+    checked: Checked = {}
+    for k in ks:
+        problem, index = problems[k], problem_set.indices[k]
         if k in fixes:
             tests = list(problem.baseline_tests)
+            repairs = []
             for i, (names, test) in sorted(fixes[k].items()):
-                report.repairs.append(RepairRecord(index, problem.id, f"baseline_tests[{i}]",
-                                                   names, tests[i], test))
+                repairs.append(RepairRecord(index, problem.id, f"baseline_tests[{i}]", names,
+                                            tests[i], test))
                 tests[i] = test
-            problem = replace(problem, baseline_tests=tuple(tests))
+            checked[k] = (replace(problem, baseline_tests=tuple(tests)), repairs)
         elif k in failing:
             record = problem_set.records[k]
             shape = call_shape(record)
@@ -150,11 +170,27 @@ def vet(source: str | Path, *, execute: bool = True, repair: bool = True,
                     problem.source, index, problem.id, f"baseline_tests[{i}]",
                     f"reference fails it: {outcome.status}: {outcome.message}",
                     failure_kind(outcome.status, outcome.message, record, test, shape)))
-            skipped.append(SkippedProblem(index, problem.id, tuple(issues)))
+            checked[k] = SkippedProblem(index, problem.id, tuple(issues))
+        else:
+            checked[k] = (problem, [])
+    return checked
+
+
+def _fill(report: VetReport, problem_set: ProblemSet, checked: Checked) -> VetReport:
+    """``report`` (structural skips) completed with what ``_check`` found, in file order;
+    structurally sound problems not checked are counted as ``unchecked``."""
+    skipped = list(report.skipped)
+    for k in sorted(checked):
+        verdict = checked[k]
+        if isinstance(verdict, SkippedProblem):
+            skipped.append(verdict)
             continue
+        problem, repairs = verdict
+        report.repairs.extend(repairs)
         report.problems.append(problem)
-        report.indices.append(index)
+        report.indices.append(problem_set.indices[k])
     report.skipped = sorted(skipped, key=lambda s: s.index)
+    report.unchecked = len(problem_set.problems) - len(checked)
     return report
 
 
@@ -169,7 +205,8 @@ class RunProblems(list):
         self.report = report
 
 
-_CACHE: dict[tuple, VetReport] = {}
+_CACHE: dict[tuple, RunProblems] = {}
+MIN_CHUNK = 8  # references checked per round at least, once the first round fell short
 
 
 def _cache_key(source: str, *how: object) -> tuple:
@@ -200,43 +237,75 @@ def load_for_run(source: str | Path, *, on_invalid: str = "fail",
                  curriculum: bool = False, limits: Limits | None = None,
                  workers: int | None = Placement.workers, isolation: str = Placement.isolation,
                  quiet: bool = False) -> RunProblems:
-    """The problems a training run uses: ``source`` vetted (:func:`vet`, under the run's
-    sandbox ``limits``, default ``Limits()``, ``workers`` and ``isolation``), then selected
-    (``ids``, ``curriculum``, ``limit``).
+    """The problems a training run uses: ``source`` checked structurally (the whole file),
+    then, in the run's order (``ids``, else file order; easy -> hard with ``curriculum``),
+    each reference run against its baseline tests in the sandbox (:func:`vet`'s checks and
+    repairs, under the run's ``limits``, default ``Limits()``, ``workers`` and ``isolation``)
+    until ``limit`` valid problems are found: a run of 40 problems from a file of 1000 runs
+    about 40 references, not 1000 (seconds of start-up). The report counts the problems not
+    run as ``unchecked``.
 
-    ``on_invalid='fail'``: any invalid problem raises ``ProblemLoadError`` listing them all and
-    naming the setting (structural issues fail at once, before any reference runs).
-    ``on_invalid='skip'``: the valid problems (repaired ones included) are used; the report
+    ``on_invalid='fail'``: any structurally invalid problem in the file, or an invalid problem
+    among those the run would use, raises ``ProblemLoadError`` listing them and naming the
+    setting (structural issues at once, before any reference runs). ``on_invalid='skip'``:
+    invalid problems are passed over (the next valid one takes the place); the report
     (``.report``) says what was repaired and skipped, and one line with the counts is printed.
-    Vetting is done once per process for the same file and limits (the CLI checks before
+    Done once per process for the same file, limits and selection (the CLI checks before
     Prefect starts, the flow then reuses it)."""
     if on_invalid not in ON_INVALID:
         raise ValueError(f"on_invalid={on_invalid!r}: must be one of {', '.join(ON_INVALID)}")
     name = str(source)
     limits = limits or Limits()
-    key = _cache_key(name, limits, workers, isolation)
-    report = _CACHE.get(key)
-    fresh = report is None
-    if fresh:
-        if on_invalid == "fail":
-            structural = vet(name, execute=False)
-            if structural.skipped:
-                raise ProblemLoadError(name, structural.issues,
-                                       message=invalid_message(structural))
-        report = vet(name, limits=limits, workers=workers, isolation=isolation)
-        _CACHE[key] = report
+    key = _cache_key(name, limits, workers, isolation, on_invalid,
+                     tuple(ids) if ids is not None else None, limit, curriculum)
+    if key in _CACHE:
+        return _CACHE[key]
+    problem_set = load_problem_set(name)
+    structural = _structural(problem_set, name, executed=False)
+    if structural.skipped and on_invalid == "fail":
+        raise ProblemLoadError(name, structural.issues, message=invalid_message(structural))
+    gone = {s.problem_id: s for s in structural.skipped}
+    _no_skipped_ids(name, ids, gone)
+    # The run's order over the structurally sound problems (what ``select`` would give).
+    order = list(range(len(problem_set.problems)))
+    if ids is not None:
+        where = {p.id: k for k, p in enumerate(problem_set.problems)}
+        unknown = [i for i in ids if i not in where]
+        if unknown:
+            raise ProblemLoadError("ids", message=f"unknown problem id(s): {', '.join(unknown)}")
+        order = [where[i] for i in ids]
+    if curriculum:  # stable: problems of one difficulty keep their order
+        order.sort(key=lambda k: DIFFICULTY_RANK.get(problem_set.problems[k].difficulty,
+                                                     len(DIFFICULTY_RANK)))
+    need = len(order) if limit is None else min(limit, len(order))
+    run, checked, done, valid = _runner(limits, workers, isolation), {}, 0, 0
+    while done < len(order) and valid < need:
+        # fail: exactly the problems the run would use; skip: the shortfall, then more
+        size = need - valid if on_invalid == "fail" or not checked else \
+            max(2 * (need - valid), MIN_CHUNK)
+        got = _check(problem_set, order[done:done + size], run, repair=True)
+        checked.update(got)
+        done += size
+        valid += sum(not isinstance(v, SkippedProblem) for v in got.values())
+    report = _fill(_structural(problem_set, name, executed=True, timeout_s=limits.timeout_s),
+                   problem_set, checked)
     if report.skipped and on_invalid == "fail":
         raise ProblemLoadError(name, report.issues, message=invalid_message(report))
+    _no_skipped_ids(name, ids, {s.problem_id: s for s in report.skipped})
     if not report.problems:
         raise ProblemLoadError(name, report.issues, message=(
             f"{name}: no valid problems ({report.summary()})"))
-    if ids is not None:
-        gone = {s.problem_id: s for s in report.skipped}
-        bad = [f"{i} ({gone[i].kind}: {gone[i].issues[0].reason})" for i in ids if i in gone]
-        if bad:
-            raise ProblemLoadError(name, message=(
-                f"{name}: problems.ids names skipped problem(s): {'; '.join(bad)}"))
-    if fresh and not quiet and (report.skipped or report.repairs):
+    if not quiet and (report.skipped or report.repairs):
         print(f"problems: {report.summary()}", file=sys.stdout, flush=True)
-    chosen = select(report.problems, ids=ids, limit=limit, curriculum=curriculum)
-    return RunProblems(chosen, report)
+    chosen = [checked[k][0] for k in order[:done]
+              if not isinstance(checked[k], SkippedProblem)][:need]
+    _CACHE[key] = result = RunProblems(chosen, report)
+    return result
+
+
+def _no_skipped_ids(name: str, ids: Sequence[str] | None,
+                    gone: dict[str | None, SkippedProblem]) -> None:
+    bad = [f"{i} ({gone[i].kind}: {gone[i].issues[0].reason})" for i in ids or () if i in gone]
+    if bad:
+        raise ProblemLoadError(name, message=(
+            f"{name}: problems.ids names skipped problem(s): {'; '.join(bad)}"))

@@ -16,6 +16,7 @@ from problem_support import GOOD, REPO, write
 
 from problems import ProblemLoadError, load_problem_set, load_problems
 from problems.__main__ import main as problems_main
+from problems.loaders import select
 from problems.vet import REPAIRS, RUN_RECORD, load_for_run, vet
 from sandbox import Limits
 
@@ -193,6 +194,47 @@ def test_on_invalid_fail_lists_the_bad_problems_and_names_the_setting(tmp_path):
     assert [p.id for p in skipped] == ["add"]
     with pytest.raises(ProblemLoadError, match="problems.ids names skipped problem"):
         load_for_run(path, on_invalid="skip", ids=["bad-ref"], limits=PATIENT, quiet=True)
+
+
+def test_a_run_checks_only_the_references_it_uses(tmp_path):
+    """``load_for_run`` runs references in the run's order until ``limit`` valid ones: a bad
+    reference past them is not run (counted ``unchecked``); within them, ``skip`` takes the
+    next valid problem and ``fail`` names the bad one."""
+    bad = "def add(a, b):\n    return a - b\n"
+    rows = [dict(GOOD, id=f"p{i}", reference_solution=bad if i in (1, 17) else
+                 GOOD["reference_solution"]) for i in range(20)]
+    path = write(tmp_path, "r.json", rows)
+    first = load_for_run(path, on_invalid="fail", limit=1, limits=PATIENT)
+    assert [p.id for p in first] == ["p0"]
+    c = first.report.counts()
+    assert (c["valid"], c["skipped"], c["unchecked"]) == (1, 0, 19), c
+    with pytest.raises(ProblemLoadError, match=r"#1 \(p1\): wrong_answer"):
+        load_for_run(path, on_invalid="fail", limit=3, limits=PATIENT)
+    three = load_for_run(path, on_invalid="skip", limit=3, limits=PATIENT, quiet=True)
+    assert [p.id for p in three] == ["p0", "p2", "p3"]
+    c = three.report.counts()
+    assert [s.problem_id for s in three.report.skipped] == ["p1"]  # p17 never ran
+    assert c["unchecked"] > 0 and c["valid"] + c["skipped"] + c["unchecked"] == 20, c
+    assert "not run (not used)" in three.report.summary()
+    # the whole file, as ``vet`` sees it, selects the same problems
+    every = load_for_run(path, on_invalid="skip", limits=PATIENT, quiet=True)
+    assert [p.id for p in every][:3] == ["p0", "p2", "p3"]
+    assert [s.problem_id for s in every.report.skipped] == ["p1", "p17"]
+    assert every.report.counts()["unchecked"] == 0
+
+
+def test_a_run_of_part_of_the_seed_file_selects_what_vetting_all_of_it_does(shared_data):
+    source = shared_data / "leetcode_formatted.json"
+    whole = vet(source, limits=PATIENT)
+    for curriculum in (False, True):
+        part = load_for_run(source, on_invalid="skip", limit=25, curriculum=curriculum,
+                            limits=PATIENT, quiet=True)
+        expected = select(whole.problems, limit=25, curriculum=curriculum)
+        assert [p.id for p in part] == [p.id for p in expected]
+        assert [p.baseline_tests for p in part] == [p.baseline_tests for p in expected]
+        c, w = part.report.counts(), whole.counts()
+        assert c["unchecked"] > 0 and c["valid"] + c["skipped"] + c["unchecked"] == w["total"]
+        assert c["valid"] < w["valid"] and c["skipped"] < w["skipped"], (c, w)
 
 
 def test_on_invalid_is_a_checked_setting():

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow as pa
@@ -28,6 +29,7 @@ from artifacts.tracking import MlflowException, Tracker
 from configs import ConfigError, apply_overrides, load_config
 from configs.loader import config_from_dict
 from configs.schema import TrainConfig
+from models.resume import ResumeStore
 from pipeline.schedule import PlannedStep, plan
 from tasks.runtime import CONFIG_FILE, RunContext
 
@@ -175,6 +177,32 @@ def replayable_steps(ctx: RunContext) -> list[int]:
     return sorted(s for s in ctx.store.list_steps() if s - 1 in starts)
 
 
+def _gone(ctx: Any, step: int, roles: list[str], expected: dict[str, str]) -> str:
+    prev = step - 1
+    kept = ", ".join(f"step={s}" for s in ctx.resume.steps()) or "none"
+    wanted = ", ".join(f"{expected[r]} ({r})" for r in roles if r in expected)
+    can = ", ".join(str(s) for s in replayable_steps(ctx)) or "none"
+    return (f"adapter version {wanted or '(unrecorded)'} of step {prev} is gone: "
+            f"{ctx.resume.folder(prev)} does not exist and MLflow has no checkpoint of step "
+            f"{prev} (kept states: {kept}); steps whose start state is kept, so they can be "
+            f"replayed: {can}")
+
+
+def check_start_state(cfg: TrainConfig, run_id: str, step: int, roles: list[str]) -> None:
+    """Before any model loads (and before Prefect starts): ``ReplayError`` naming the steps
+    that can be replayed when the state ``step`` started from is kept nowhere
+    (:func:`replayable_steps`). Whether it still holds the recorded version is checked when it
+    is loaded (:func:`load_start_state`)."""
+    resume = ResumeStore.for_run(cfg.artifacts.root, run_id)
+    if not roles or resume.folder(step - 1).is_dir() or (
+            step == 1 and not cfg.warm_start.enabled):
+        return  # the common case, without asking MLflow
+    view = SimpleNamespace(cfg=cfg, run_id=run_id, resume=resume,
+                           store=RunStore(cfg.artifacts.root, run_id))
+    if step not in replayable_steps(view):
+        raise ReplayError(_gone(view, step, roles, recorded_versions(view.store, step)))
+
+
 def load_start_state(ctx: RunContext, step: int, roles: list[str], expected: dict[str, str],
                      *, optimizers: bool) -> dict[str, str]:
     """Put ``roles``' adapters (and optimizers) where step ``step`` started: the state saved
@@ -191,13 +219,7 @@ def load_start_state(ctx: RunContext, step: int, roles: list[str], expected: dic
     else:
         source = _mlflow_state(ctx, prev, roles, optimizers)
         if source is None:
-            kept = ", ".join(f"step={s}" for s in ctx.resume.steps()) or "none"
-            wanted = ", ".join(f"{expected[r]} ({r})" for r in roles if r in expected)
-            can = ", ".join(str(s) for s in replayable_steps(ctx)) or "none"
-            raise ReplayError(f"adapter version {wanted or '(unrecorded)'} of step {prev} is "
-                              f"gone: {folder} does not exist and MLflow has no checkpoint of "
-                              f"step {prev} (kept states: {kept}); steps whose start state is "
-                              f"kept, so they can be replayed: {can}")
+            raise ReplayError(_gone(ctx, step, roles, expected))
     out = {}
     for role in roles:
         version = ctx.roles[role].version

@@ -20,6 +20,7 @@ from pipeline.progress import WorkProgress
 from pipeline.schedule import PlannedStep
 from tasks.recorded import (
     ReplayError,
+    check_start_state,
     load_start_state,
     planned_step,
     read_part,
@@ -86,6 +87,7 @@ def check_replayable(cfg: TrainConfig, run_id: str, step: int, stage: str,
     needed = inputs_to_copy(sequence, planned)
     for table, part in needed:
         read_part(store, table, step, part)
+    check_start_state(cfg, run_id, step, roles_needed(sequence, planned))
     return planned, sequence, needed
 
 

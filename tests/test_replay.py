@@ -178,8 +178,15 @@ def test_missing_input_file_is_named(run_copy, capsys):
 
 
 @pytest.mark.slow
-def test_missing_adapter_version_is_named(run_copy):
+def test_missing_adapter_version_is_named(run_copy, capsys, monkeypatch):
     shutil.rmtree(run_copy / "_state" / f"run_id={RUN}" / "step=000001")
+    # the command says so before any server starts or model loads: one error line, exit 2
+    monkeypatch.setattr("flows.replay.ensure_prefect_api", lambda **_: pytest.fail("started"))
+    assert main(["--artifacts-root", str(run_copy), "--run-id", RUN, "--step", "2",
+                 "--stage", "rollout"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: adapter version ") and "can be replayed: " in err, err
+    assert "Traceback" not in err
     cfg = run_config(str(run_copy), RUN)
     version = RunStore(str(run_copy), RUN).read_table(
         "chains", step=2, part="generator-1")["adapter_version"][0].as_py()

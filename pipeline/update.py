@@ -105,6 +105,8 @@ def update_role(state: RoleState, chains: list[dict[str, Any]], rewards: list[di
     before = state.version
     if batch is None:  # every sample masked: no step, the adapter stays as it is
         stats = UpdateStats.without_step(learning_rate=state.learning_rate)
+    elif ppo.learning_rate_for(role) == 0:  # nothing can move (an lr-0 control): no passes
+        stats = UpdateStats.without_step(learning_rate=0.0, n_sequences=batch.loss_mask.shape[0])
     else:
         stats = _update(state, batch, sampling, ppo)
     duration = time.perf_counter() - start

@@ -209,3 +209,26 @@ def test_an_update_whose_samples_are_all_masked_changes_nothing():
     row = update_role(state, chains, rewards, stage=1, sampling=cfg.sampling, ppo=cfg.ppo)
     assert row["n_sequences"] == 0 and row["n_tokens"] == 0
     assert row["adapter_version_before"] == row["adapter_version_after"] == "v1"
+
+
+def test_an_update_at_learning_rate_zero_computes_no_pass():
+    """An lr-0 role (the learning benchmark's control) cannot move, so no forward or backward
+    pass is run: a role state without any model suffices, and the row says no step."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from configs import TrainConfig
+    from pipeline.update import update_role
+
+    chains = [{"problem_id": "add", "sample_idx": i, "prompt_token_ids": [1],
+               "output_token_ids": [5, 6], "output_logprobs": [-0.1, -0.2]} for i in range(2)]
+    rewards = [{"problem_id": "add", "sample_idx": i, "generator_reward": float(i),
+                "discriminator_reward": 0.5, "masked": False} for i in range(2)]
+    state = SimpleNamespace(role="generator", version="v1", learning_rate=0.0)
+    cfg = TrainConfig()
+    row = update_role(state, chains, rewards, stage=1, sampling=cfg.sampling,
+                      ppo=replace(cfg.ppo, learning_rate=0.0))
+    assert row["n_sequences"] == 2 and row["n_tokens"] == 0 and row["learning_rate"] == 0.0
+    assert row["adapter_version_before"] == row["adapter_version_after"] == "v1"
+    with pytest.raises(AttributeError, match="policies"):  # any other rate uses the model
+        update_role(state, chains, rewards, stage=1, sampling=cfg.sampling, ppo=cfg.ppo)

@@ -34,7 +34,8 @@ class Generation:
     finished: bool
     """The response ended with a stop token rather than at ``max_new_tokens``."""
     seconds: float
-    """Wall time of the ``generate`` call this sample was part of."""
+    """Wall time of the ``model.generate`` call of this sample's chunk (``sampling.batch_size``
+    prompts); the whole call's is ``GenerationBatch.seconds``."""
 
 
 @dataclass

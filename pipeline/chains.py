@@ -87,7 +87,7 @@ def generation_rows(samples: Sequence[tuple[Problem, int]], prompts: Sequence[Pr
             "output_logprobs": gen.logprobs, "prompt_tokens": len(gen.prompt_ids),
             "output_tokens": len(gen.response_ids),
             "finish_reason": "eos" if gen.finished else "length",
-            "latency_s": gen.seconds / max(len(batch.generations), 1),
+            "latency_s": batch.seconds / max(len(batch.generations), 1),  # the call's share
             "adapter_version": adapter_version, "seed": seed,
         })
     return rows

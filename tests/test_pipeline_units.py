@@ -104,3 +104,24 @@ def test_update_batch_scores_the_trained_stage_tokens() -> None:
     assert build_batch(chains, rewards, "discriminator").scores.tolist() == [-1.0, 0.0, -0.5]
     with pytest.raises(ValueError, match="no generator rollouts"):
         build_batch(chains, [], "generator")
+
+
+def test_chains_rows_share_out_the_whole_call_across_its_chunks(add) -> None:
+    """A call of 4 prompts generated in 2 chunks of 2 (``sampling.batch_size``): the rows'
+    ``latency_s`` add up to the call's time, whatever each chunk took (the step's
+    ``time/generation_s`` sums them; each chunk's time over the call's count undercounted)."""
+    from models.generation import Generation, GenerationBatch
+    from models.prompts import Prompt
+    from pipeline.chains import generation_rows
+    from pipeline.timing import step_breakdown
+
+    gens = [Generation(text="x", prompt_ids=[1], response_ids=[2], logprobs=[-0.1],
+                       finished=True, seconds=s) for s in (3.0, 3.0, 5.0, 5.0)]
+    batch = GenerationBatch(generations=gens, seconds=8.0, new_tokens=4,
+                            chunk_seconds=[3.0, 5.0])
+    samples = [(add, j) for j in range(4)]
+    prompts = [Prompt(text="p", ids=[1])] * 4
+    rows = generation_rows(samples, prompts, batch, stage=1, role="generator",
+                           adapter_version="v", seed=0)
+    assert sum(r["latency_s"] for r in rows) == pytest.approx(8.0)
+    assert step_breakdown(10.0, {}, rows, [])["time/generation_s"] == pytest.approx(8.0)

@@ -287,6 +287,8 @@ def load_for_run(source: str | Path, *, on_invalid: str = "fail",
         checked.update(got)
         done += size
         valid += sum(not isinstance(v, SkippedProblem) for v in got.values())
+        if on_invalid == "fail" and valid < done:
+            break  # a problem the run would use is invalid: refused below, nothing to look for
     report = _fill(_structural(problem_set, name, executed=True, timeout_s=limits.timeout_s),
                    problem_set, checked)
     if report.skipped and on_invalid == "fail":

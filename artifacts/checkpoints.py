@@ -56,7 +56,36 @@ def checkpoint_score(metrics: Mapping[str, float]) -> float:
         formula = " + ".join(f"{w} * {k}" for k, w in weights.items())
         raise ValueError(f"checkpoint metrics need {missing[0]!r} for the score "
                          f"({formula}); got {sorted(metrics)}")
+    return _weighted(metrics, weights)
+
+
+def _weighted(metrics: Mapping[str, float], weights: Mapping[str, float]) -> float:
     return round(sum(w * float(metrics[k]) for k, w in weights.items()), 12)
+
+
+def score_basis(metrics: Mapping[str, float]) -> str:
+    """What :func:`checkpoint_score` scored, in words: the held-out evaluation or the stage's
+    last training step, with the weights.
+
+    >>> score_basis({"generator_reward": 0.5, "test_validity": 1.0})
+    'the last training step: 0.7 generator_reward + 0.3 test_validity'
+    """
+    held_out = "heldout_pass_at_1" in metrics
+    weights = HELDOUT_SCORE_WEIGHTS if held_out else SCORE_WEIGHTS
+    where = "held-out problems" if held_out else "the last training step"
+    return f"{where}: " + " + ".join(f"{w} {k}" for k, w in weights.items())
+
+
+def training_score(metrics: Mapping[str, float]) -> float | None:
+    """The training-step score (``SCORE_WEIGHTS``) where the metrics have it: the champion's
+    tie-break between versions of equal held-out score.
+
+    >>> training_score({"generator_reward": 0.5, "test_validity": 1.0}), training_score({})
+    (0.65, None)
+    """
+    if not all(k in metrics for k in SCORE_WEIGHTS):
+        return None
+    return _weighted(metrics, SCORE_WEIGHTS)
 
 
 @dataclass(frozen=True)

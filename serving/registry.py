@@ -39,7 +39,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.models import Model, ModelSignature
 from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
 
-from artifacts.checkpoints import ADAPTER_DIR, CheckpointInfo
+from artifacts.checkpoints import ADAPTER_DIR, CheckpointInfo, score_basis, training_score
 from artifacts.tracking import Tracker
 from serving.served import INPUT_COLUMNS, OPTIONAL_COLUMNS, OUTPUT_COLUMNS, example_row
 
@@ -127,6 +127,18 @@ class RegisteredCheckpoint:
         return self.folder / ADAPTER_DIR
 
 
+def champion_rank(tags: dict[str, str]) -> tuple[float, float]:
+    """How a registered version ranks for ``champion``: its score (held-out when the run
+    evaluated one, ``artifacts.checkpoints.checkpoint_score``), then its training-step score
+    as the tie-break. NaN first: no score, never champion.
+
+    >>> champion_rank({"score": "0.5", "training_score": "0.2"}) < champion_rank(
+    ...     {"score": "0.5", "training_score": "0.4"}) < champion_rank({"score": "0.6"})
+    True
+    """
+    return (float(tags.get("score", "nan")), float(tags.get("training_score", "-inf")))
+
+
 class ModelRegistry:
     """The registry of ``tracker``'s MLflow store (see the module docstring)."""
 
@@ -187,14 +199,18 @@ class ModelRegistry:
         except MlflowException as exc:
             if exc.error_code != "RESOURCE_ALREADY_EXISTS":
                 raise
-        tags = {"score": repr(ckpt.score), "role": ckpt.role, "step": str(ckpt.step),
+        tie_break = training_score(ckpt.metrics)
+        tags = {"score": repr(ckpt.score), "score_basis": score_basis(ckpt.metrics),
+                **({} if tie_break is None else {"training_score": repr(tie_break)}),
+                "role": ckpt.role, "step": str(ckpt.step),
                 "stage": str(ckpt.stage), "content_hash": ckpt.content_hash,
                 "checkpoint": f"runs:/{run_id}/{ckpt.artifact_path}",
                 **{f"metric.{k}": repr(v) for k, v in ckpt.metrics.items()}}
         # source = the logged model's storage location, not "models:/<id>": MLflow 3.17's SQL
         # registry resolves "models:/<id>" with a client on the *global* tracking URI.
         description = (f"{ckpt.role} adapter after training stage {ckpt.stage}, step "
-                       f"{ckpt.step} (score {ckpt.score:.3f}) of MLflow run {run_id}; base model "
+                       f"{ckpt.step} (score {ckpt.score:.3f} on {score_basis(ckpt.metrics)}) "
+                       f"of MLflow run {run_id}; base model "
                        f"{ref['base_model']} ({ref['base_source']}). Serves the five-stage "
                        "chain" + (f" with the {partner.role} of the same step" if partner else "")
                        + "; input: description, entry_point.")
@@ -208,20 +224,21 @@ class ModelRegistry:
                                  f"models:/{name}/{mv.version}")
 
     def _update_champion(self, name: str) -> None:
-        """``champion`` moves only when another version scores strictly higher."""
+        """``champion`` moves only to a version that ranks strictly higher
+        (:func:`champion_rank`)."""
         versions = self.tracker.client.search_model_versions(f"name = '{name}'")
-        scored = [(float(v.tags.get("score", "nan")), -int(v.version), v.version)
-                  for v in versions if not math.isnan(float(v.tags.get("score", "nan")))]
-        if not scored:
+        ranked = [(champion_rank(v.tags), v.version) for v in versions
+                  if not math.isnan(champion_rank(v.tags)[0])]
+        if not ranked:
             return
-        best = max(scored)
+        best_rank, best = max(ranked, key=lambda r: (r[0], -int(r[1])))  # ties: the earlier
         try:
             current = self.tracker.client.get_model_version_by_alias(name, CHAMPION)
-            if float(current.tags.get("score", "-inf")) >= best[0]:
+            if champion_rank(current.tags) >= best_rank:
                 return
         except MlflowException:
             pass  # no champion yet
-        self.tracker.client.set_registered_model_alias(name, CHAMPION, best[2])
+        self.tracker.client.set_registered_model_alias(name, CHAMPION, best)
 
     def alias_version(self, name: str, alias: str) -> str | None:
         """Version number holding ``alias``, or None."""

@@ -196,6 +196,10 @@ def test_registry_aliases_follow_newest_and_best(tracker, run_id, checkpoints, t
     assert str(tiny_model_dir) not in json.dumps(spec)
     assert mv.description.startswith(f"generator adapter after training stage {infos[1].stage}")
     assert f"run {run_id}" in mv.description and "score 0.780" in mv.description
+    # which score: these checkpoints have no held-out evaluation, so their training step's
+    assert "on the last training step: 0.7 generator_reward + 0.3 test_validity" \
+        in mv.description and mv.tags["score_basis"] in mv.description
+    assert float(mv.tags["training_score"]) == pytest.approx(0.78)
 
 
 def test_tracking_uri_resolution(monkeypatch):

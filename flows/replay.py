@@ -76,7 +76,7 @@ from artifacts.store import RunStore
 from deployments.server import ensure_prefect_api
 from flows import preload, stopping
 from models.resume import StateIntegrityError
-from tasks.progress import quiet_console
+from tasks.progress import quiet_console, replay_run_name
 from tasks.recorded import ReplayError, run_config
 from tasks.recover import check_failed, finish_failed, format_failed
 from tasks.replay import REPLAY_SUFFIX, check_replayable, replay_stage
@@ -111,7 +111,7 @@ def format_report(report: dict[str, Any]) -> str:
 
 # -- flow and command line ------------------------------------------------------------------------
 
-@flow(name="replay", log_prints=True)
+@flow(name="replay", log_prints=True, flow_run_name=replay_run_name)
 def replay(run_id: str, step: int | None = None, stage: str | None = None,
            downstream: bool = False, failed: bool = False, artifacts_root: str = "runs",
            config: str | None = None, overrides: list[str] | None = None,

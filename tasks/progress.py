@@ -129,6 +129,16 @@ def name_flow_run(run_id: str, tags: list[str]) -> None:
         client.update_flow_run(run.id, name=run_id, tags=merged)
 
 
+def replay_run_name() -> str:
+    """``flow_run_name`` of the replay flow: the recorded run and what is replayed, e.g.
+    ``tiny-20261126-204848 replay: step 3 rollout+`` (``+``: and downstream) or ``... replay:
+    failed steps``."""
+    p = flow_run.parameters
+    what = ("failed steps" if p.get("failed") else
+            f"step {p.get('step')} {p.get('stage')}{'+' if p.get('downstream') else ''}")
+    return f"{p.get('run_id')} replay: {what}"
+
+
 def flow_run_name() -> str:
     """``flow_run_name`` of the train and evaluate flows: the run id when it is given (the
     CLI always gives it to training), else a placeholder that :func:`name_flow_run` replaces

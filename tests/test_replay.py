@@ -115,6 +115,14 @@ def test_deterministic_replays_match_the_recorded_rows_downstream(run_copy):
 
     report = replay(run_id=RUN, step=1, stage="execute", downstream=True,
                     artifacts_root=str(run_copy))
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
+
+    name = f"{RUN} replay: step 1 execute+"  # named for what it replays, not at random
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            name=FlowRunFilterName(any_=[name])))
+    assert runs, f"no flow run named {name!r}"
     results = {f"{p['table']}/{p['part']}": p for p in report["parts"]}
     assert set(results) == {"executions/all", "rewards/all", "updates/discriminator"}
     assert results["executions/all"]["matched"], results["executions/all"]["detail"]

@@ -251,15 +251,25 @@ def load_for_run(source: str | Path, *, on_invalid: str = "fail",
     invalid problems are passed over (the next valid one takes the place); the report
     (``.report``) says what was repaired and skipped, and one line with the counts is printed.
     Done once per process for the same file, limits and selection (the CLI checks before
-    Prefect starts, the flow then reuses it)."""
+    Prefect starts, the flow then reuses it); the line is printed on every call not ``quiet``."""
     if on_invalid not in ON_INVALID:
         raise ValueError(f"on_invalid={on_invalid!r}: must be one of {', '.join(ON_INVALID)}")
     name = str(source)
     limits = limits or Limits()
     key = _cache_key(name, limits, workers, isolation, on_invalid,
                      tuple(ids) if ids is not None else None, limit, curriculum)
-    if key in _CACHE:
-        return _CACHE[key]
+    if key not in _CACHE:
+        _CACHE[key] = _load_for_run(name, on_invalid, ids, limit, curriculum,
+                                    _runner(limits, workers, isolation), limits.timeout_s)
+    result = _CACHE[key]
+    if not quiet and (result.report.skipped or result.report.repairs):
+        print(f"problems: {result.report.summary()}", file=sys.stdout, flush=True)
+    return result
+
+
+def _load_for_run(name: str, on_invalid: str, ids: Sequence[str] | None, limit: int | None,
+                  curriculum: bool, run: Callable[[Jobs], list[ExecutionResult]],
+                  timeout_s: float) -> RunProblems:
     problem_set = load_problem_set(name)
     structural = _structural(problem_set, name, executed=False)
     if structural.skipped and on_invalid == "fail":
@@ -278,7 +288,7 @@ def load_for_run(source: str | Path, *, on_invalid: str = "fail",
         order.sort(key=lambda k: DIFFICULTY_RANK.get(problem_set.problems[k].difficulty,
                                                      len(DIFFICULTY_RANK)))
     need = len(order) if limit is None else min(limit, len(order))
-    run, checked, done, valid = _runner(limits, workers, isolation), {}, 0, 0
+    checked, done, valid = {}, 0, 0
     while done < len(order) and valid < need:
         # fail: exactly the problems the run would use; skip: the shortfall, then more
         size = need - valid if on_invalid == "fail" or not checked else \
@@ -289,7 +299,7 @@ def load_for_run(source: str | Path, *, on_invalid: str = "fail",
         valid += sum(not isinstance(v, SkippedProblem) for v in got.values())
         if on_invalid == "fail" and valid < done:
             break  # a problem the run would use is invalid: refused below, nothing to look for
-    report = _fill(_structural(problem_set, name, executed=True, timeout_s=limits.timeout_s),
+    report = _fill(_structural(problem_set, name, executed=True, timeout_s=timeout_s),
                    problem_set, checked)
     if report.skipped and on_invalid == "fail":
         raise ProblemLoadError(name, report.issues, message=invalid_message(report))
@@ -297,12 +307,9 @@ def load_for_run(source: str | Path, *, on_invalid: str = "fail",
     if not report.problems:
         raise ProblemLoadError(name, report.issues, message=(
             f"{name}: no valid problems ({report.summary()})"))
-    if not quiet and (report.skipped or report.repairs):
-        print(f"problems: {report.summary()}", file=sys.stdout, flush=True)
     chosen = [checked[k][0] for k in order[:done]
               if not isinstance(checked[k], SkippedProblem)][:need]
-    _CACHE[key] = result = RunProblems(chosen, report)
-    return result
+    return RunProblems(chosen, report)
 
 
 def _no_skipped_ids(name: str, ids: Sequence[str] | None,

@@ -225,7 +225,7 @@ def test_a_run_checks_only_the_references_it_uses(tmp_path):
 
 def test_a_run_of_part_of_the_seed_file_selects_what_vetting_all_of_it_does(shared_data):
     source = shared_data / "leetcode_formatted.json"
-    whole = vet(source, limits=PATIENT)
+    whole = load_for_run(source, on_invalid="skip", limits=PATIENT, quiet=True).report
     for curriculum in (False, True):
         part = load_for_run(source, on_invalid="skip", limit=25, curriculum=curriculum,
                             limits=PATIENT, quiet=True)

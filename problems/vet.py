@@ -23,8 +23,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from problems.convert import call_shape
-from problems.loaders import load_problem_set
-from problems.model import DIFFICULTY_RANK, Problem, ProblemIssue, ProblemLoadError, ProblemSet
+from problems.loaders import load_problem_set, select
+from problems.model import Problem, ProblemIssue, ProblemLoadError, ProblemSet
 from problems.repairs import REPAIRS, candidates, failure_kind, render
 from problems.report import REPORT_FORMAT, RepairRecord, SkippedProblem, VetReport
 from problems.validate import VET_LIMITS
@@ -276,17 +276,10 @@ def _load_for_run(name: str, on_invalid: str, ids: Sequence[str] | None, limit: 
         raise ProblemLoadError(name, structural.issues, message=invalid_message(structural))
     gone = {s.problem_id: s for s in structural.skipped}
     _no_skipped_ids(name, ids, gone)
-    # The run's order over the structurally sound problems (what ``select`` would give).
-    order = list(range(len(problem_set.problems)))
-    if ids is not None:
-        where = {p.id: k for k, p in enumerate(problem_set.problems)}
-        unknown = [i for i in ids if i not in where]
-        if unknown:
-            raise ProblemLoadError("ids", message=f"unknown problem id(s): {', '.join(unknown)}")
-        order = [where[i] for i in ids]
-    if curriculum:  # stable: problems of one difficulty keep their order
-        order.sort(key=lambda k: DIFFICULTY_RANK.get(problem_set.problems[k].difficulty,
-                                                     len(DIFFICULTY_RANK)))
+    # The run's order over the structurally sound problems, as positions in problem_set
+    position = {id(p): k for k, p in enumerate(problem_set.problems)}
+    order = [position[id(p)] for p in select(problem_set.problems, ids=ids,
+                                             curriculum=curriculum)]
     need = len(order) if limit is None else min(limit, len(order))
     checked, done, valid = {}, 0, 0
     while done < len(order) and valid < need:

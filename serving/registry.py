@@ -227,8 +227,8 @@ class ModelRegistry:
         """``champion`` moves only to a version that ranks strictly higher
         (:func:`champion_rank`)."""
         versions = self.tracker.client.search_model_versions(f"name = '{name}'")
-        ranked = [(champion_rank(v.tags), v.version) for v in versions
-                  if not math.isnan(champion_rank(v.tags)[0])]
+        ranked = [r for r in ((champion_rank(v.tags), v.version) for v in versions)
+                  if not math.isnan(r[0][0])]
         if not ranked:
             return
         best_rank, best = max(ranked, key=lambda r: (r[0], -int(r[1])))  # ties: the earlier

@@ -196,11 +196,3 @@ def generate(model, tokenizer, prompts: Sequence[Sequence[int] | str], sampling:
                            new_tokens=sum(len(g.response_ids) for g in out),
                            chunk_seconds=chunk_seconds)
 
-
-def sample_role(policies, role: str, prompts: Sequence, sampling: SamplingConfig, seed: int
-                ) -> GenerationBatch:
-    """``role``'s model samples every prompt (``models.prompts.Prompt``) in one batched call,
-    without gradients: every chain stage is sampled frozen, training or not."""
-    with torch.no_grad():
-        return generate(policies.model_for(role), policies.tokenizer_for(role),
-                        [p.ids for p in prompts], sampling, seed=seed)

@@ -33,7 +33,8 @@ from safetensors.torch import save_file
 from configs.errors import ConfigError
 from configs.names import ROLES
 from configs.schema import LoraConfig, ModelConfig, SamplingConfig
-from models.generation import GenerationBatch, sample_role
+from models.generation import GenerationBatch, generate
+from models.merged import MergedTwin
 from models.prompts import Prompt
 from models.tiny import build_tiny_model, is_tiny_model_dir
 
@@ -160,11 +161,13 @@ class Policies:
     """Generator and discriminator policies (see module docstring). Build with :meth:`load`."""
 
     def __init__(self, models: dict[str, object], tokenizers: dict[str, object],
-                 layout: str, device: torch.device):
+                 layout: str, device: torch.device, quantised: bool = False):
         self._models = models
         self._tokenizers = tokenizers
         self.layout = layout
         self.device = device
+        self.quantised = quantised
+        self._twins: dict[int, MergedTwin] = {}  # per base model, made at the first sample
 
     @classmethod
     def load(cls, model_cfg: ModelConfig, lora_cfg: LoraConfig, seed: int = 0) -> Policies:
@@ -205,7 +208,7 @@ class Policies:
                 tokenizers[role] = load_tokenizer(paths[role], model_cfg.trust_remote_code)
         for model in {id(m): m for m in models.values()}.values():
             model.eval()
-        policies = cls(models, tokenizers, model_cfg.layout, device)
+        policies = cls(models, tokenizers, model_cfg.layout, device, model_cfg.load_in_4bit)
         policies.activate("generator")
         return policies
 
@@ -220,8 +223,23 @@ class Policies:
     def sample(self, role: str, prompts: Sequence[Prompt], sampling: SamplingConfig,
                seed: int) -> GenerationBatch:
         """``role``'s model samples every prompt in one batched call, without gradients (the
-        chain's sampler: ``pipeline.chains.Sampler``)."""
-        return sample_role(self, role, prompts, sampling, seed)
+        chain's sampler: ``pipeline.chains.Sampler``): every chain stage is sampled frozen,
+        training or not."""
+        with torch.no_grad():
+            return generate(self.sampling_model(role), self.tokenizer_for(role),
+                            [p.ids for p in prompts], sampling, seed=seed)
+
+    def sampling_model(self, role: str):
+        """What samples for ``role``: a plain copy of its base model with the adapter merged
+        in, rewritten from the current adapter at every call (``models.merged.MergedTwin``:
+        no LoRA layers to run per token); the peft model itself where the base is 4-bit."""
+        model = self.model_for(role)
+        if self.quantised:
+            return model
+        twin = self._twins.get(id(model))
+        if twin is None:
+            twin = self._twins[id(model)] = MergedTwin(model)
+        return twin.model(role)
 
     def activate(self, role: str) -> None:
         """Make ``role``'s adapter the active (and only trainable) one of its model."""

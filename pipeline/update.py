@@ -138,9 +138,10 @@ def _update(state: RoleState, batch: PackedBatch, sampling: SamplingConfig,
             ppo: PPOConfig) -> UpdateStats:
     """``ppo_update`` of ``state`` on ``batch``: moved to the model's device once, reference
     log-probs with the adapters off, the trainer's own log-probs of the sampled tokens with the
-    adapter that sampled them (the sampler mismatch; under ``sampling.engine=vllm`` they are
-    the ratio's old log-probs: the engine's kernels differ from the trainer's, so its recorded
-    ones would bias the ratio), then the update in train mode."""
+    adapter that sampled them (the sampler mismatch), which are the ratio's old log-probs: both
+    samplers run the adapter merged into the base weights (``models.merged``), whose rounding
+    differs from the trainer's LoRA layers, so their recorded ones would bias the ratio; then
+    the update in train mode."""
     policies = state.policies
     model = policies.model_for(state.role)
     device = next(model.parameters()).device                             # moved there once
@@ -153,8 +154,7 @@ def _update(state: RoleState, batch: PackedBatch, sampling: SamplingConfig,
                              top_p=top_p, micro_batch_size=ppo.micro_batch_size)  # (B, T)
     mismatch, share = sampler_mismatch(batch.old_logprobs, own, batch.loss_mask,
                                        ppo.clip_epsilon)
-    if sampling.engine != "hf":
-        batch = replace(batch, old_logprobs=own)
+    batch = replace(batch, old_logprobs=own)
     model.train()
     try:
         stats = ppo_update(logprob_fn(model, temperature=temperature, top_p=top_p,

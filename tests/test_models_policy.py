@@ -124,6 +124,34 @@ def test_separate_layout_has_two_base_models(tiny_model_dir, batch):
     assert torch.equal(base_gen, logits(policies.model_for("discriminator"), batch))
 
 
+# The sampling twin computes (W + BA)x where the peft model computes Wx + B(Ax): the same
+# maths, rounded differently. float32 keeps ~7 significant digits (eps 1.2e-7); the tiny
+# model's logits are O(1-10) after two layers of 64-wide sums, so their rounding differences
+# are O(1e-6) (7e-6 measured after five steps); 1e-4 leaves a 14x margin and still fails at
+# once for a stale or wrong adapter (one training step at these learning rates moves the
+# logits by > 1e-2, asserted below).
+TWIN_ATOL = 1e-4
+
+
+@pytest.mark.parametrize("layout", ["shared", "separate"])
+def test_the_sampling_twin_is_each_roles_current_adapter_merged(tiny_model_dir, batch, layout):
+    policies = Policies.load(cfg(tiny_model_dir, layout=layout), LoraConfig(r=4, alpha=8))
+    for lr, role in ((0.05, "generator"), (0.02, "discriminator")):
+        before = logits(policies.sampling_model(role), batch)
+        train_step(policies, role, batch, lr=lr)
+        after = logits(policies.sampling_model(role), batch)  # follows the update
+        assert (after - before).abs().max() > 1e-2
+    for role in ("generator", "discriminator", "generator"):  # switching back and forth
+        twin = logits(policies.sampling_model(role), batch)
+        peft = logits(policies.model_for(role), batch)
+        assert (twin - peft).abs().max() < TWIN_ATOL, role
+        assert policies.sampling_model(role) is not policies.model_for(role)
+        assert not any(p.requires_grad for p in policies.sampling_model(role).parameters())
+    base = policies.model_for("generator").get_base_model()
+    assert not any("lora_" in n for n, _ in policies.sampling_model("generator").named_modules())
+    assert any("lora_" in n for n, _ in base.named_modules())  # the trainer keeps its adapters
+
+
 def test_default_target_modules_cover_attention_and_mlp(policies):
     config = policies.model_for("generator").peft_config["generator"]
     assert set(config.target_modules) == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",

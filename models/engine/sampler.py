@@ -44,57 +44,11 @@ from configs.names import ROLES
 from configs.schema import ModelConfig, SamplingConfig
 from models.engine.client import EngineClient
 from models.generation import Generation, GenerationBatch, stop_token_ids
+from models.merged import merged_weights
 from models.policy import Policies
 from models.prompts import Prompt
 
 SEED_MODULUS = 2 ** 63
-
-
-def _dense(weight: torch.Tensor) -> torch.Tensor:
-    """A weight as a plain matrix: 4-bit NF4 weights (``model.load_in_4bit``, CUDA only) are
-    dequantised, so the engine (which loads the checkpoint unquantised) gets the weights the
-    trainer computes with."""
-    state = getattr(weight, "quant_state", None)
-    if state is None:
-        return weight
-    import bitsandbytes.functional as bnbf  # only reachable on CUDA, where it is installed
-
-    return bnbf.dequantize_4bit(weight.data, state)
-
-
-def merged_weights(model: Any, role: str) -> dict[str, torch.Tensor]:
-    """The base model's parameters that ``role``'s adapter changes, merged (``W + B A
-    alpha/r``, computed by peft), named as the checkpoint names them (what the engine loads).
-
-    Whole blocks, not only the adapted matrices: the engine fuses q/k/v (and gate/up) into one
-    layer and reloads a layer from all of its checkpoint tensors, so every parameter of each
-    block an adapted module sits in (``self_attn``, ``mlp``; biases too) goes with it."""
-    from peft.tuners.lora import LoraLayer  # peft deferred like models.policy's
-
-    adapted = {name for name, module in model.named_modules()
-               if isinstance(module, LoraLayer) and role in module.lora_A}
-    if not adapted:
-        raise ValueError(f"{role}: no LoRA module found to merge")
-    blocks = {name.rpartition(".")[0] for name in adapted}
-    out = {}
-    with torch.no_grad():
-        for block in sorted(blocks):
-            for name, module in model.get_submodule(block).named_children():
-                full = f"{block}.{name}"
-                key = full.removeprefix("base_model.model.")
-                if full in adapted:
-                    base = module.get_base_layer()
-                    delta = module.get_delta_weight(role)
-                    out[key + ".weight"] = _dense(base.weight).to(delta.dtype) + delta
-                    bias = base.bias
-                else:
-                    base, bias = module, getattr(module, "bias", None)
-                    if getattr(module, "weight", None) is None:
-                        continue
-                    out[key + ".weight"] = _dense(base.weight)
-                if bias is not None:
-                    out[key + ".bias"] = bias
-    return {k: v.detach().to("cpu").contiguous() for k, v in out.items()}
 
 
 def engine_settings(model_cfg: ModelConfig, sampling: SamplingConfig, lora_rank: int,

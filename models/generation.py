@@ -1,13 +1,13 @@
 """Batched, seeded sampling that records each sampled token's log-probability.
 
-All prompts of one stage go through ``model.generate`` together, left-padded, in chunks of
-``SamplingConfig.batch_size``. Sampling uses only temperature and top-p, applied by our own
-processors, and every other knob of ``generate`` is pinned to its no-op value: a model's
-``generation_config.json`` (Qwen2.5's sets ``top_k=20``, ``repetition_penalty=1.05``) would
-otherwise silently change the distribution, and PPO's ratios would compare log-probs of two
-different policies. A last processor records ``log p(token)`` of the processed distribution the
-token was drawn from, holding one step's scores at a time (``output_scores`` would keep
-``batch x new_tokens x vocab`` floats: 5 GB for Qwen's vocabulary at 16 x 512).
+All prompts of one stage are sampled together, left-padded, in chunks of
+``SamplingConfig.batch_size``, by our own decode loop over the model's KV cache
+(``_sample_chunk``, not ``model.generate``): a model's ``generation_config.json`` (Qwen2.5's sets
+``top_k=20``, ``repetition_penalty=1.05``) is never read, so only temperature and top-p shape
+the distribution, and PPO's ratios compare log-probs of one policy. Each step records
+``log p(token)`` of the processed distribution the token was drawn from, one step's scores at a
+time (keeping every step's would be ``batch x new_tokens x vocab`` floats: 5 GB for Qwen's
+vocabulary at 16 x 512).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class Generation:
     finished: bool
     """The response ended with a stop token rather than at ``max_new_tokens``."""
     seconds: float
-    """Wall time of the ``model.generate`` call of this sample's chunk (``sampling.batch_size``
+    """Wall time of the sampling of this sample's chunk (``sampling.batch_size``
     prompts); the whole call's is ``GenerationBatch.seconds``."""
 
 
@@ -52,51 +52,55 @@ class GenerationBatch:
         return self.new_tokens / self.seconds if self.seconds > 0 else 0.0
 
 
-class _LogprobRecorder:
-    """Logits processor, last in the list: records ``log_softmax(scores)[token]``.
+def _processed(scores: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """Temperature, then top-p (transformers' own warpers: the semantics vLLM's match)."""
+    from transformers import TemperatureLogitsWarper, TopPLogitsWarper  # deferred: see generate
 
-    The token sampled at step ``t`` is only known at step ``t + 1`` (as ``input_ids[:, -1]``),
-    so it keeps step ``t``'s scores until then; :meth:`finish` resolves the last step.
-    """
-
-    def __init__(self) -> None:
-        self._scores: torch.Tensor | None = None
-        self._lse: torch.Tensor | None = None
-        self.steps: list[torch.Tensor] = []
-
-    def _resolve(self, tokens: torch.Tensor) -> None:
-        if self._scores is not None:
-            chosen = self._scores.gather(1, tokens[:, None]).squeeze(1)
-            self.steps.append((chosen - self._lse).float().cpu())
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        if self._scores is not None:
-            self._resolve(input_ids[:, -1])
-        self._scores = scores
-        self._lse = torch.logsumexp(scores.float(), dim=-1)
-        return scores
-
-    def finish(self, sequences: torch.Tensor, prompt_len: int) -> torch.Tensor:
-        """``(B, n_new)`` log-probs; steps ``generate`` took back are discarded."""
-        n_new = sequences.shape[1] - prompt_len
-        if len(self.steps) < n_new:
-            self._resolve(sequences[:, prompt_len + len(self.steps)])
-        self._scores = self._lse = None
-        out = torch.stack(self.steps[:n_new], dim=1) if n_new else torch.zeros(
-            sequences.shape[0], 0)
-        return out
+    if temperature != 1.0:
+        scores = TemperatureLogitsWarper(temperature)(None, scores)
+    if top_p < 1.0:
+        scores = TopPLogitsWarper(top_p)(None, scores)
+    return scores
 
 
-def _sampling_config(max_new_tokens: int, min_new_tokens: int, eos: list[int], pad: int):
-    """Temperature and top-p are applied by our processors; every knob that would change the
-    sampled distribution is set to its no-op value so the model's defaults cannot fill it."""
-    from transformers import GenerationConfig  # deferred: see generate
+def _sample_chunk(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new: int,
+                  min_new: int, eos: list[int], pad: int, temperature: float, top_p: float
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(B, n)`` sampled tokens and their log-probs, ``n <= max_new``: one forward pass per
+    token over the KV cache, until every row has sampled a stop token (rows done earlier get
+    ``pad``). ``model.generate``'s job here without its per-token machinery, which took a
+    quarter of the tiny model's sampling time; the model's ``generation_config`` (Qwen2.5's
+    sets ``top_k=20``, ``repetition_penalty=1.05``) is never read, so nothing but temperature
+    and top-p shapes the distribution PPO's ratios assume."""
+    from transformers import DynamicCache  # deferred: see generate
 
-    return GenerationConfig(
-        do_sample=True, temperature=1.0, top_p=1.0, top_k=0, min_p=0.0, typical_p=1.0,
-        epsilon_cutoff=0.0, eta_cutoff=0.0, repetition_penalty=1.0, no_repeat_ngram_size=0,
-        num_beams=1, max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
-        eos_token_id=eos, pad_token_id=pad, renormalize_logits=False)
+    rows, device = input_ids.shape[0], input_ids.device
+    stops = torch.tensor(eos, device=device)
+    positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
+                past_key_values=DynamicCache(), use_cache=True, logits_to_keep=1)
+    running = torch.ones(rows, dtype=torch.bool, device=device)
+    tokens, logprobs = [], []
+    for step in range(max_new):
+        scores = out.logits[:, -1, :].float()
+        if step < min_new:
+            scores[:, eos] = float("-inf")
+        logp = torch.log_softmax(_processed(scores, temperature, top_p), dim=-1)
+        sampled = torch.multinomial(logp.exp(), num_samples=1).squeeze(1)
+        sampled = torch.where(running, sampled, torch.full_like(sampled, pad))
+        tokens.append(sampled)
+        logprobs.append(logp.gather(1, sampled[:, None]).squeeze(1))
+        running &= ~torch.isin(sampled, stops)
+        if not running.any() or step + 1 == max_new:
+            break
+        attention_mask = torch.cat([attention_mask, attention_mask.new_ones((rows, 1))], dim=1)
+        positions = positions[:, -1:] + 1
+        out = model(input_ids=sampled[:, None], attention_mask=attention_mask,
+                    position_ids=positions, past_key_values=out.past_key_values, use_cache=True)
+    if not tokens:
+        return (torch.zeros((rows, 0), dtype=torch.long, device=device),
+                torch.zeros((rows, 0), device=device))
+    return torch.stack(tokens, dim=1), torch.stack(logprobs, dim=1)
 
 
 def stop_token_ids(model, tokenizer) -> list[int]:
@@ -135,10 +139,6 @@ def generate(model, tokenizer, prompts: Sequence[Sequence[int] | str], sampling:
     size and samples change too. ``min_new_tokens`` forbids stopping early (benchmarks only:
     it masks EOS, so those log-probs are of a slightly different distribution).
     """
-    # transformers deferred: flows.train imports this module before its Prefect server starts
-    # and loads the model libraries while the server starts (flows.train's preload)
-    from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
-
     seed = sampling.seed if seed is None else seed
     max_new = max_new_tokens or sampling.max_new_tokens
     prompt_ids = [list(tokenizer(p, add_special_tokens=False)["input_ids"]) if isinstance(p, str)
@@ -148,7 +148,6 @@ def generate(model, tokenizer, prompts: Sequence[Sequence[int] | str], sampling:
     device = _model_device(model)
     eos = stop_token_ids(model, tokenizer)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos[0]
-    config = _sampling_config(max_new, min_new_tokens, eos, pad)
     was_training = model.training
     model.eval()
     out: list[Generation] = []
@@ -158,27 +157,16 @@ def generate(model, tokenizer, prompts: Sequence[Sequence[int] | str], sampling:
         for index, start in enumerate(range(0, len(prompt_ids), sampling.batch_size)):
             chunk = prompt_ids[start:start + sampling.batch_size]
             input_ids, attention_mask = left_pad(chunk, pad, device)
-            recorder = _LogprobRecorder()
-            processors = []
-            if sampling.temperature != 1.0:
-                processors.append(TemperatureLogitsWarper(sampling.temperature))
-            if sampling.top_p < 1.0:
-                processors.append(TopPLogitsWarper(sampling.top_p))
-            processors.append(recorder)
             t0 = time.perf_counter()
             with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
                 torch.manual_seed(seed * 1_000_003 + index)
                 with torch.no_grad():
-                    sequences = model.generate(
-                        input_ids=input_ids, attention_mask=attention_mask,
-                        generation_config=config,
-                        logits_processor=LogitsProcessorList(processors))
-            if not isinstance(sequences, torch.Tensor):  # a ModelOutput when configured so
-                sequences = sequences.sequences
-            logprobs = recorder.finish(sequences, input_ids.shape[1])
+                    new, logprobs = _sample_chunk(
+                        model, input_ids, attention_mask, max_new, min_new_tokens, eos, pad,
+                        sampling.temperature, sampling.top_p)
             seconds = time.perf_counter() - t0
             chunk_seconds.append(seconds)
-            new = sequences[:, input_ids.shape[1]:].cpu()
+            new, logprobs = new.cpu(), logprobs.float().cpu()
             for row, prompt in enumerate(chunk):
                 tokens = new[row].tolist()
                 stop = next((i for i, tok in enumerate(tokens) if tok in eos), None)

@@ -54,3 +54,21 @@ def preload() -> None:
     import transformers  # noqa: F401
 
     import models.policy  # noqa: F401
+
+
+def check_config_first(path: str, overrides: list[str], learnable: bool = False) -> None:
+    """An entry point's config checked before anything slow (Prefect, torch, the temporary
+    server): a typo in ``--set`` answers at once with exit code 2. ``main`` checks again,
+    for callers that do not come through ``__main__``."""
+    import sys
+
+    from configs import ConfigError, load_config
+    from configs.schema import check_learnable
+
+    try:
+        cfg = load_config(path, overrides)
+        if learnable:
+            check_learnable(cfg, path)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None

@@ -38,11 +38,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-if __name__ == "__main__":  # --help and usage errors answer before Prefect and torch load
-    from flows import preload, stopping
+if __name__ == "__main__":  # --help, usage and config errors answer before Prefect and torch
+    from flows import check_config_first, preload, stopping
 
     stopping.install()  # Ctrl-C / SIGTERM: one line, within seconds, from here on
-    build_parser().parse_args()
+    _args = build_parser().parse_args()
+    check_config_first(_args.config, _args.overrides, learnable=True)
+    # the run's temporary Prefect server starts now: its seconds of start-up overlap the
+    # imports below and the checks main() makes before it waits for it
+    from deployments.server import begin_temporary_server
+
+    begin_temporary_server()
 
 from prefect import flow, get_run_logger
 

@@ -73,4 +73,4 @@ bench: setup
 	for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf runs mlflow.db mlartifacts .prefect $(TINY_MODEL) .cache/warmstart
+	rm -rf runs mlflow.db mlartifacts .prefect $(TINY_MODEL) .cache/warmstart .cache/heldout

@@ -6,7 +6,8 @@ the run's policies are evaluated on ``evaluation.source``. Each result goes to M
 ``heldout/*`` at the step it follows, to ``_run/heldout.json`` in the run store (one entry per
 label, replaced when redone) and is printed in the final table. The first evaluation's wrong
 solutions are kept in ``_run/heldout_wrong.json``: every later evaluation's tests are measured
-on the same ones (``wrong_caught``).
+on the same ones (``wrong_caught``). A new run's ``before`` evaluation is reused from an earlier
+run's with the same adapters, problems, config and code (``tasks.beforecache``).
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from configs.names import ROLES
 from pipeline.heldout import PREFIX, heldout_metrics, wrong_solutions
 from problems import load_problems
+from tasks import beforecache
 from tasks.runtime import RunContext
 
 RECORD = "heldout.json"
@@ -42,9 +45,20 @@ def evaluate_heldout(ctx: RunContext, label: str, step: int) -> dict[str, float]
         return None
     problems = heldout_problems(ev.source, ev.limit)
     wrong = ctx.store.read_json(WRONG)  # the first evaluation's, fixed for the run
-    rows, metrics = heldout_metrics(ctx.sampler, ctx.cfg, problems, wrong)
+    key = cached = None
+    if label == "before" and wrong is None:  # a function of the adapters: maybe done before
+        key = beforecache.before_key(ctx.cfg, {r: ctx.roles[r].version for r in ROLES},
+                                     list(problems), str(ctx.policies.device))
+        cached = beforecache.load(key)
+    if cached is not None:
+        metrics, first_wrong = cached["metrics"], cached["wrong"]
+    else:
+        rows, metrics = heldout_metrics(ctx.sampler, ctx.cfg, problems, wrong)
+        first_wrong = wrong_solutions(rows) if wrong is None else None
+        if key is not None:
+            beforecache.save(key, metrics, first_wrong, ctx.run_id)
     if wrong is None:
-        ctx.store.write_json(WRONG, wrong_solutions(rows))
+        ctx.store.write_json(WRONG, first_wrong)
     entries = [e for e in recorded(ctx) if e["label"] != label]
     entries.append({"label": label, "step": step, "metrics": metrics})
     ctx.store.write_json(RECORD, sorted(entries, key=lambda e: e["step"]))
@@ -54,4 +68,10 @@ def evaluate_heldout(ctx: RunContext, label: str, step: int) -> dict[str, float]
     shown = ", ".join(f"{k} {v:.3f}" for k, v in metrics.items()
                       if k not in ("problems", "samples"))
     print(f"held-out {label}: {shown}")
+    if cached is not None:
+        where = beforecache.CACHE_ROOT / f"{key}.json"
+        print(f"held-out {label}: reused {where} (the same adapters, problems, config and "
+              f"code; saved by run {cached.get('saved_by')}; delete it to evaluate again)")
+        if ctx.tracker is not None and ctx.mlflow_run_id:
+            ctx.tracker.set_tags(ctx.mlflow_run_id, {"heldout.before_cache": str(where)})
     return metrics

@@ -23,6 +23,7 @@ from prefect.cache_policies import NO_CACHE
 from configs import config_to_dict
 from pipeline.warmstart import fit_roles
 from problems import load_problems
+from tasks.digests import base_digests, files_digest
 from tasks.runtime import RunContext
 
 CACHE_ROOT = Path(".cache") / "warmstart"
@@ -42,32 +43,19 @@ def warm_problems(ctx: RunContext) -> list:
     return load_problems(ws.source, limit=ws.limit)
 
 
-def _files_digest(paths: list[Path], root: Path | None = None) -> str:
-    h = hashlib.sha256()
-    for path in sorted(paths):
-        h.update(str(path.relative_to(root) if root else path).encode())
-        h.update(hashlib.sha256(path.read_bytes()).digest())
-    return h.hexdigest()
-
-
 def warm_start_key(ctx: RunContext, problems: list | None = None) -> str:
     """A hash of everything that determines the warm-started adapters."""
     import transformers  # deferred: flows.train loads it while its Prefect server starts
 
     cfg = ctx.cfg
     model = config_to_dict(cfg)["model"]
-    bases = {}
-    for name in dict.fromkeys((cfg.model.generator, cfg.model.discriminator_base or "")):
-        base = Path(name)
-        bases[name] = (_files_digest([p for p in base.rglob("*") if p.is_file()], base)
-                       if name and base.is_dir() else name)
     problems = [(p.id, p.description, p.entry_point, p.reference_solution,
                  list(p.baseline_tests))
                 for p in (warm_problems(ctx) if problems is None else problems)]
     blob = json.dumps({
-        "model": model, "bases": bases, "lora": config_to_dict(cfg)["lora"],
+        "model": model, "bases": base_digests(cfg), "lora": config_to_dict(cfg)["lora"],
         "warm_start": config_to_dict(cfg)["warm_start"], "seed": cfg.sampling.seed,
-        "problems": problems, "code": _files_digest([REPO / c for c in CODE], REPO),
+        "problems": problems, "code": files_digest([REPO / c for c in CODE], REPO),
         "torch": torch.__version__, "transformers": transformers.__version__,
     }, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]

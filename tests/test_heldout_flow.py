@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from test_train_flow import overrides
 
 from artifacts import RunStore
@@ -66,6 +67,43 @@ def test_flow_evaluates_heldout_before_and_after_each_stage(prefect_harness, tin
         m = e["metrics"]
         if "wrong_caught" in m:
             assert abs(sum(m[f"caught_s{k}"] for k in range(1, 6)) - m["wrong_caught"]) < 1e-9
+
+
+def test_a_second_run_reuses_the_before_evaluation_of_the_same_adapters(
+        prefect_harness, tiny_model_dir, tmp_path, monkeypatch):
+    """The ``before`` evaluation is a function of the adapters, problems, config and code: a
+    second run with all of them equal takes it from ``.cache/heldout`` (and evaluates
+    nothing: the evaluation is made to fail here), with the same record and wrong solutions."""
+    import tasks.heldout
+    from artifacts.tracking import Tracker
+    from flows.train import train
+
+    monkeypatch.chdir(tmp_path)
+    sets = overrides(tiny_model_dir, tmp_path) + [
+        "problems.source=family:piecewise:train", "tracking.register_models=false",
+        "warm_start.enabled=true", "warm_start.steps=2", "warm_start.batch_size=2",
+        "warm_start.source=family:piecewise:warmstart", "warm_start.limit=3",
+        "evaluation.source=family:piecewise:heldout", "evaluation.limit=2",
+        "schedule.n_discriminator_steps=0", "schedule.n_generator_steps=0",
+        "schedule.k_alternating=0"]
+    config = str(REPO / "configs/minimal.yaml")
+    train(config=config, overrides=sets, run_id="first")
+    assert len(list((tmp_path / ".cache" / "heldout").glob("*.json"))) == 1
+
+    def evaluated(*args, **kwargs):
+        raise AssertionError("the before evaluation was computed again")
+
+    monkeypatch.setattr(tasks.heldout, "heldout_metrics", evaluated)
+    summary = train(config=config, overrides=sets, run_id="second")
+    first, second = (RunStore(str(tmp_path / "runs"), r) for r in ("first", "second"))
+    assert second.read_json("heldout.json") == first.read_json("heldout.json")
+    assert second.read_json("heldout_wrong.json") == first.read_json("heldout_wrong.json")
+    tags = Tracker(summary["mlflow_tracking_uri"], "minimal").client.get_run(
+        summary["mlflow_run_id"]).data.tags
+    assert tags["heldout.before_cache"].startswith(".cache/heldout/")
+    # another held-out sample count is another evaluation: computed (and refused here)
+    with pytest.raises(Exception, match="computed again"):
+        train(config=config, overrides=sets + ["evaluation.samples=2"], run_id="third")
 
 
 def test_wrong_caught_counts_wrong_solutions_some_valid_test_rejects():

@@ -28,10 +28,6 @@ database) from the main thread, but
 - then it points ``PREFECT_API_URL`` at it (environment and Prefect's global settings), so
   nothing in the process starts a second, unmanaged one.
 
-The entry points spawn it first of all (:func:`begin_temporary_server`, right after their
-arguments parse, before Prefect, torch and MLflow are imported), so that its start-up overlaps
-theirs and the run's checks; ``ensure_prefect_api`` then only waits for it.
-
 A server per run, not one per checkout shared by runs: nothing to discover, lock or clean up,
 and a run's server lives exactly as long as the run. A run with ``PREFECT_API_URL`` set (a
 ``prefect server start`` of its own, a worker's flow run) uses that server and starts nothing.
@@ -40,7 +36,6 @@ and a run's server lives exactly as long as the run. A run with ``PREFECT_API_UR
 from __future__ import annotations
 
 import atexit
-import importlib.util
 import os
 import signal
 import socket
@@ -94,39 +89,25 @@ class TemporaryServer:
     def __init__(self) -> None:
         self.process: subprocess.Popen | None = None
         self.port: int | None = None
-        self.ready = False  # it answered /api/health
-
-    def spawn(self) -> None:
-        """Start the server's process now (from the main thread); :meth:`start` waits."""
-        if threading.current_thread() is not threading.main_thread():
-            # PR_SET_PDEATHSIG fires when the *thread* that forked the child exits
-            raise RuntimeError("start the temporary Prefect server from the main thread")
-        if self.process is None:
-            self.process = self._spawn()
 
     @property
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/api"
 
     def _spawn(self) -> subprocess.Popen:
-        # Prefect is not imported here: the entry points spawn the server before they import
-        # it (begin_temporary_server), and deployments.stack imports this module (free_port)
-        # to start its servers without loading Prefect
-        self.port = free_port()
-        settings = {}
-        if "prefect.settings" in sys.modules:  # settings this process may have changed in code
-            from prefect.settings import get_current_settings
+        # Prefect deferred in this module: deployments.stack imports it (free_port) and
+        # starts its servers without loading Prefect
+        import prefect
+        from prefect.settings import get_current_settings
 
-            settings = get_current_settings().to_environment_variables(exclude_unset=True)
-        # (before Prefect is imported, the child reads the environment and the profile this
-        # process would read)
-        env = {**os.environ, **settings,
+        self.port = free_port()
+        env = {**os.environ,
+               **get_current_settings().to_environment_variables(exclude_unset=True),
                # as Prefect's own temporary server: no UI, ephemeral services only
                "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
                "PREFECT__SERVER_FINAL": "1"}
         env.pop("PREFECT_API_URL", None)
-        site = Path(importlib.util.find_spec("prefect").origin).parent.parent  # not executed
-        cmd = [sys.executable, "-m", "uvicorn", "--app-dir", str(site),
+        cmd = [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent),
                "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1",
                "--port", str(self.port), "--log-level", "error", "--lifespan", "on"]
         # A session of its own: a Ctrl-C in the terminal signals the run's whole process
@@ -136,15 +117,18 @@ class TemporaryServer:
                                 start_new_session=True)
 
     def start(self, timeout_s: float, meanwhile: Callable[[], object] | None = None) -> str:
-        """Start the server (unless :meth:`spawn` did) and wait for ``/api/health``; returns
-        the API URL. ``meanwhile`` runs once between the spawn and the wait: work the caller
-        needs anyway (heavy imports) overlaps the server's own start-up."""
+        """Start the server and wait for ``/api/health``; returns the API URL. ``meanwhile``
+        runs once between the spawn and the wait: work the caller needs anyway (heavy
+        imports) overlaps the server's own start-up."""
         import httpx  # deferred like Prefect (see _spawn): it imports rich
 
+        if threading.current_thread() is not threading.main_thread():
+            # PR_SET_PDEATHSIG fires when the *thread* that forked the child exits
+            raise RuntimeError("start the temporary Prefect server from the main thread")
         started = time.monotonic()
         deadline = started + timeout_s
         retries = PORT_RETRIES
-        self.spawn()
+        self.process = self._spawn()
         if meanwhile is not None:
             meanwhile()
         told = False
@@ -162,7 +146,6 @@ class TemporaryServer:
                         "answered (its output is above)")
                 try:
                     if client.get(f"{self.api_url}/health").status_code == 200:
-                        self.ready = True
                         return self.api_url
                 except httpx.TransportError:
                     pass
@@ -219,20 +202,6 @@ def flow_run_page(flow_run_id: str) -> str:
             f"http://127.0.0.1:{UI_PORT}{page})")
 
 
-def begin_temporary_server() -> None:
-    """Spawn this process's temporary server now, before Prefect and the model libraries are
-    imported, so that its own start-up (seconds: uvicorn, Prefect's server app, the database)
-    overlaps theirs; :func:`ensure_prefect_api` waits for it. Nothing where
-    ``PREFECT_API_URL`` is in the environment; where the active profile sets one instead
-    (known only once Prefect has read it), ensure_prefect_api stops this server unused."""
-    global _TEMPORARY
-    if os.environ.get("PREFECT_API_URL") or _TEMPORARY is not None:
-        return
-    server = _TEMPORARY = TemporaryServer()
-    server.spawn()
-    atexit.register(server.stop)  # registered first, so it runs after every other exit hook
-
-
 def ensure_prefect_api(meanwhile: Callable[[], object] | None = None) -> str | None:
     """The Prefect API URL this process talks to from now on: ``PREFECT_API_URL`` (or the
     active profile's) when set; else a temporary server started here, from the main thread,
@@ -244,20 +213,15 @@ def ensure_prefect_api(meanwhile: Callable[[], object] | None = None) -> str | N
     import prefect.context
     from prefect.settings import get_current_settings
 
-    global _TEMPORARY
     settings = get_current_settings()
-    spawned = _TEMPORARY if _TEMPORARY is not None and not _TEMPORARY.ready else None
     if settings.api.url or not settings.server.ephemeral.enabled:
-        if spawned is not None:  # begun before the profile was read: not needed
-            spawned.stop()
-            _TEMPORARY = None
         if meanwhile is not None:
             meanwhile()
         return settings.api.url or None
-    server = _TEMPORARY = spawned or TemporaryServer()
+    global _TEMPORARY
+    server = _TEMPORARY = TemporaryServer()
     url = server.start(startup_timeout_s(), meanwhile)
-    if spawned is None:
-        atexit.register(server.stop)  # after Prefect's log and event workers drained (LIFO)
+    atexit.register(server.stop)  # after Prefect's log and event workers drained (LIFO)
     os.environ["PREFECT_API_URL"] = url   # and for any child process of the run
     prefect.context.refresh_global_settings_context()
     return url

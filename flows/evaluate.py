@@ -49,11 +49,6 @@ if __name__ == "__main__":  # --help, usage and config errors answer before Pref
     stopping.install()  # Ctrl-C / SIGTERM: one line, within seconds, from here on
     _args = build_parser().parse_args()
     check_config_first(_args.config, _args.overrides)
-    # the run's temporary Prefect server starts now: its seconds of start-up overlap the
-    # imports below and the checks main() makes before it waits for it
-    from deployments.server import begin_temporary_server
-
-    begin_temporary_server()
 
 from prefect import flow, task
 from prefect.artifacts import create_table_artifact

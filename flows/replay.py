@@ -68,11 +68,6 @@ if __name__ == "__main__":  # --help and usage errors answer before Prefect and 
 
     stopping.install()  # Ctrl-C / SIGTERM: one line, within seconds, from here on
     build_parser().parse_args()
-    # the run's temporary Prefect server starts now: its seconds of start-up overlap the
-    # imports below and the checks main() makes before it waits for it
-    from deployments.server import begin_temporary_server
-
-    begin_temporary_server()
 
 from prefect import flow, get_run_logger
 

@@ -155,3 +155,23 @@ def test_an_unknown_key_suggests_the_nearest_and_names_where_it_came_from(tmp_pa
     # among several overrides, the one that brings the mistake in is named
     with pytest.raises(ConfigError, match=r"^--set model.discriminator=other/m: "):
         load_config(None, ["ppo.epochs=1", "model.discriminator=other/m"])
+
+
+@pytest.mark.parametrize("flow", ["train", "evaluate"])
+def test_a_config_error_answers_before_prefect_and_torch_are_imported(flow):
+    """The entry points check the config first: a typo is answered (exit code 2, the nearest
+    key) by a process that never imported Prefect or torch (``-X importtime`` lists every
+    module a process imported, on stderr)."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", f"flows.{flow}", "--set",
+                           "ppo.learnig_rate=1e-4"], cwd=repo, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "did you mean ppo.learning_rate?" in proc.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "configs" in imported  # the listing works
+    assert not imported & {"prefect", "torch", "mlflow", "transformers"}

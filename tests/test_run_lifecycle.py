@@ -158,46 +158,6 @@ def test_a_configured_api_url_is_used_and_nothing_started():
         assert descendants(os.getpid()).keys() <= before.keys()
 
 
-def test_a_server_begun_early_is_the_one_waited_for(monkeypatch):
-    """The entry points spawn the server before Prefect is imported; ensure_prefect_api then
-    waits for that one, and starts no second."""
-    import deployments.server as server_module
-
-    server = fake_server((1.0, "serve"))
-    monkeypatch.setattr(server_module, "TemporaryServer", lambda: server)
-    monkeypatch.setattr(server_module, "_TEMPORARY", None)
-    monkeypatch.delenv("PREFECT_API_URL", raising=False)
-    monkeypatch.setattr(server_module.atexit, "register", lambda fn: None)
-    try:
-        server_module.begin_temporary_server()
-        assert len(server.spawned) == 1 and server.process is not None and not server.ready
-        server_module.begin_temporary_server()  # idempotent
-        monkeypatch.setattr(server_module, "startup_timeout_s", lambda: 60.0)
-        monkeypatch.setattr("prefect.context.refresh_global_settings_context", lambda: None)
-        assert server_module.ensure_prefect_api() == server.api_url
-        assert len(server.spawned) == 1 and server.ready
-    finally:
-        server.stop()
-        os.environ.pop("PREFECT_API_URL", None)  # ensure_prefect_api set it (not monkeypatch)
-
-
-def test_a_server_begun_early_is_stopped_when_the_profile_names_an_api(monkeypatch):
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    import deployments.server as server_module
-
-    server = fake_server((600.0, "serve"))
-    monkeypatch.setattr(server_module, "TemporaryServer", lambda: server)
-    monkeypatch.setattr(server_module, "_TEMPORARY", None)
-    monkeypatch.delenv("PREFECT_API_URL", raising=False)
-    monkeypatch.setattr(server_module.atexit, "register", lambda fn: None)
-    server_module.begin_temporary_server()
-    proc = server.spawned[0]
-    with temporary_settings({PREFECT_API_URL: "http://127.0.0.1:9/api"}):
-        assert server_module.ensure_prefect_api() == "http://127.0.0.1:9/api"
-    assert proc.poll() is not None and server_module._TEMPORARY is None
-
-
 # -- real runs in subprocesses ------------------------------------------------------------------
 
 def run_cmd(tiny_model_dir: Path, tmp: Path, run_id: str, *extra: str) -> list[str]:

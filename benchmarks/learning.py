@@ -52,17 +52,22 @@ held-out 32 problems x 2 samples; generator lr 1e-4, discriminator 3e-4)::
     median of 3: heldout_gain=0.141 control_gain=0.000 disc_gain=0.113 disc_control_gain=0.000
                  ablation_delta=0.016 stage_new_tests=0.330 late_catch=0.500
 
-Three runs gave exactly these figures: on 2 cores loaded by other work (37 min), on a quiet
-machine (29.8 min), and on a quiet machine after three changes that do not change what is
+Four runs gave exactly these figures: on 2 cores loaded by other work (37 min), on a quiet
+machine (29.8 min), on a quiet machine after three changes that do not change what is
 computed (1670 s, 27.8 min: warm starts with the "before" evaluation 285-300 s, 3 at once;
 arms 425-470 s, 3 at once): each run vets only the 40 train problems it uses, not all 1020;
 the "before" evaluation once per seed, not per arm; the lr-0 control computes no update passes
-(it saved little: a step is ~86% generation). Against the goals: heldout_gain 0.141
-**missed** (>= 0.15, by 0.009), 0.141 above the control (met: >= 0.10); disc_gain 0.113 over a
-control of 0 (met); ablation_delta 0.016 **missed** (>= 0.05; +0.250 at seed 0, +0.016 and
--0.016 at seeds 1 and 2); stage_new_tests 0.330 (met, before training 0.021 / 0.336 / 0.199)
-and late_catch 0.500 (met); 27.8 min **missed** (<= 25). Controls are exact: the lr-0 arm's
-held-out figures after training equal its figures before, to the last digit, at every seed.
+(it saved little: a step is ~86% generation); and on 2026-11-27 on a quiet machine after two
+sampler changes (**1379 s, 23.0 min**: warm starts 260-283 s, arms 340-387 s): sampling
+through a plain copy of the base model with the adapter merged in (``models/merged.py``) and
+through our own decode loop instead of ``model.generate`` (32 x 80 tokens on the tiny model:
+0.69 -> 0.38 s); they sampled the same tokens here, so the figures did not move. Against the
+goals: heldout_gain 0.141 **missed** (>= 0.15, by 0.009), 0.141 above the control (met: >=
+0.10); disc_gain 0.113 over a control of 0 (met); ablation_delta 0.016 **missed** (>= 0.05;
++0.250 at seed 0, +0.016 and -0.016 at seeds 1 and 2); stage_new_tests 0.330 (met, before
+training 0.021 / 0.336 / 0.199) and late_catch 0.500 (met); 23.0 min (met: <= 25).
+Controls are exact: the lr-0 arm's held-out figures after training equal its figures before,
+to the last digit, at every seed.
 Seed 1's discriminator got worse on the fixed wrong solutions (0.358 -> 0.283): before
 training its stage-2 and stage-4 tests caught 0.038 each first, after it only stage 1's tests
 catch any (0.283).

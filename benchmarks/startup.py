@@ -33,6 +33,19 @@ step 1's execution would pay anyway; the temporary Prefect server 3.7-4.3 s, ove
 importing transformers and peft; opening the run (MLflow) ~1.3 s; the cached warm start 0.3 s;
 the held-out evaluation before training 4-5 s. The goal of issue #25 (under 5 s to the first
 step) is missed: the imports and the server alone take longer.
+
+Measured 2026-11-27, same machine, medians of 3: ``train`` at 1ef7caa: the flow run began at
+9.45 s and ``step 1/`` came at 14.67 s (step 1 itself 3.1 s, so the step began at ~11.5 s):
+the held-out evaluation before training is reused from ``.cache/heldout`` (0.2 s instead of
+4-5 s) and sampling is faster. ``evaluate`` (shrunk: 2 demo problems, 1 sample): first progress
+line at 7.81 s, exit 14.20 s (7.92 s and 16.44 s at 4f130a7). ``replay`` of step 5's execute
+stage of a recorded ``configs/tiny.yaml`` run: flow run at 8.41 s, first replayed part at
+11.03 s, exit 15.15 s. Spawning the temporary server before Prefect and torch are imported
+(5e687f9) was measured and reverted: 8.70 s to evaluation's first line and 9.19 s to
+training's flow run, against 7.81 s and 9.45 s without, noise on 2 CPU-bound cores. Single
+run, where the ~9.4 s before the flow run go: importing ``flows.train`` 3.3-3.8 s, vetting the
+run's problems 1.0-1.2 s, importing transformers, peft and MLflow 3.7-4.4 s while the server
+starts: ~8 s of imports in the main process, so the 5 s goal stays missed.
 """
 
 from __future__ import annotations

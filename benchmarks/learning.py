@@ -76,8 +76,13 @@ the tiny model wrote the wrong name in most held-out solutions (pass@1 0 before 
 one shared name fixed that. A generator learning rate of 2e-4 instead of 1e-4 (``--lr
 0.0002``, one call, same seeds) did not help: pass@1 after 0.234 / 0.078 / 0.328 (adversarial)
 and 0.250 / 0.078 / 0.000 (baseline-only: seed 2 collapsed), medians heldout_gain=0.141
-disc_gain=0.113 ablation_delta=0.000 stage_new_tests=0.395 late_catch=0.556. Not tried: other
-schedules, or other learning rates for the discriminator.
+disc_gain=0.113 ablation_delta=0.000 stage_new_tests=0.395 late_catch=0.556. A discriminator
+learning rate of 1e-3 instead of 3e-4 (``--disc-lr 0.001``, one call on 2026-11-27, same
+seeds): wrong solutions caught before -> after 0.079 -> 0.000 / 0.358 -> 0.811 / 0.566 ->
+0.906, medians disc_gain=0.340 stage_new_tests=0.679 late_catch=0.494, but seed 0's
+discriminator stopped writing valid tests at all; the generator's pass@1 after training was
+identical to the default's at every seed (0.281 / 0.172 / 0.297, baseline-only 0.031 / 0.156 /
+0.312), so heldout_gain=0.141 and ablation_delta=0.016 again. Not tried: other schedules.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ a PPO update never samples from a stale adapter. How it is pushed, ``sampling.vl
 Measured on 2 CPU cores at Qwen2.5-0.5B's shape: vLLM's LoRA path sampled at 12.5 tokens/s
 against 43.6 merged (eager, 16 x 64 tokens), and a merged push of the 1.4 GB of adapted blocks
 costs 2.2-2.8 s; with compilation, merged sampling including a push per step ran at 3.2x
-transformers (``benchmarks/rollout_engine.py``), so ``merged`` is the default. On a GPU vLLM's
+transformers (``benchmarks/rollout_engine.py``; 2.7x against the faster ``hf`` sampler of
+2026-11-27), so ``merged`` is the default. On a GPU vLLM's
 LoRA kernels cost less relative to the base ones and ``lora`` skips the merge and the copy;
 it is there to measure that case (see docs/training.md, "Rollouts on vLLM").
 

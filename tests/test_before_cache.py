@@ -62,3 +62,22 @@ def test_entries_round_trip_and_a_damaged_one_is_evaluated_again(tmp_path, monke
     path.write_text('{"metrics": {"pass_at_1": 0.2')  # cut short
     assert beforecache.load("k1") is None
     assert "damaged" in capsys.readouterr().out
+
+
+def test_a_base_folder_is_hashed_again_when_a_file_changes(tmp_path):
+    """The base model's digest is kept per process (both caches' keys hash it) only while no
+    file under it changes size or modification time."""
+    import os
+
+    from tasks.digests import files_digest, folder_digest
+
+    (tmp_path / "config.json").write_text('{"a": 1}')
+    first = folder_digest(tmp_path)
+    assert first == files_digest([tmp_path / "config.json"], tmp_path) == folder_digest(tmp_path)
+    (tmp_path / "config.json").write_text('{"a": 2}')  # same size: the mtime tells
+    stat = (tmp_path / "config.json").stat()
+    os.utime(tmp_path / "config.json", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert folder_digest(tmp_path) != first
+    (tmp_path / "weights.bin").write_bytes(b"\0")  # a new file
+    assert folder_digest(tmp_path) == files_digest(
+        [tmp_path / "config.json", tmp_path / "weights.bin"], tmp_path)

@@ -52,19 +52,20 @@ class GenerationBatch:
         return self.new_tokens / self.seconds if self.seconds > 0 else 0.0
 
 
-def _processed(scores: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+def _warpers(temperature: float, top_p: float) -> list:
     """Temperature, then top-p (transformers' own warpers: the semantics vLLM's match)."""
     from transformers import TemperatureLogitsWarper, TopPLogitsWarper  # deferred: see generate
 
+    warpers = []
     if temperature != 1.0:
-        scores = TemperatureLogitsWarper(temperature)(None, scores)
+        warpers.append(TemperatureLogitsWarper(temperature))
     if top_p < 1.0:
-        scores = TopPLogitsWarper(top_p)(None, scores)
-    return scores
+        warpers.append(TopPLogitsWarper(top_p))
+    return warpers
 
 
 def _sample_chunk(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new: int,
-                  min_new: int, eos: list[int], pad: int, temperature: float, top_p: float
+                  min_new: int, eos: list[int], pad: int, warpers: list
                   ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(B, n)`` sampled tokens and their log-probs, ``n <= max_new``: one forward pass per
     token over the KV cache, until every row has sampled a stop token (rows done earlier get
@@ -85,7 +86,9 @@ def _sample_chunk(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
         scores = out.logits[:, -1, :].float()
         if step < min_new:
             scores[:, eos] = float("-inf")
-        logp = torch.log_softmax(_processed(scores, temperature, top_p), dim=-1)
+        for warp in warpers:
+            scores = warp(None, scores)
+        logp = torch.log_softmax(scores, dim=-1)
         sampled = torch.multinomial(logp.exp(), num_samples=1).squeeze(1)
         sampled = torch.where(running, sampled, torch.full_like(sampled, pad))
         tokens.append(sampled)
@@ -148,6 +151,7 @@ def generate(model, tokenizer, prompts: Sequence[Sequence[int] | str], sampling:
     device = _model_device(model)
     eos = stop_token_ids(model, tokenizer)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos[0]
+    warpers = _warpers(sampling.temperature, sampling.top_p)
     was_training = model.training
     model.eval()
     out: list[Generation] = []
@@ -163,10 +167,10 @@ def generate(model, tokenizer, prompts: Sequence[Sequence[int] | str], sampling:
                 with torch.no_grad():
                     new, logprobs = _sample_chunk(
                         model, input_ids, attention_mask, max_new, min_new_tokens, eos, pad,
-                        sampling.temperature, sampling.top_p)
+                        warpers)
             seconds = time.perf_counter() - t0
             chunk_seconds.append(seconds)
-            new, logprobs = new.cpu(), logprobs.float().cpu()
+            new, logprobs = new.cpu(), logprobs.cpu()
             for row, prompt in enumerate(chunk):
                 tokens = new[row].tolist()
                 stop = next((i for i, tok in enumerate(tokens) if tok in eos), None)

@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # a temporary Prefect server that dies with this run; what the evaluation loads
         # anyway is imported while it starts
-        ensure_prefect_api(meanwhile=preload)
+        ensure_prefect_api(meanwhile=lambda: preload(cfg.model.load_in_4bit))
         out = evaluate(config=args.config, overrides=args.overrides, model=args.model,
                        problems=args.problems, ids=args.ids, limit=args.limit, k=ks,
                        samples=args.samples, direct=not args.no_direct,

@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
                                       None if args.failed else args.step, unfinished))
         # a temporary Prefect server that dies with this replay; what the replay loads anyway
         # is imported while it starts
-        ensure_prefect_api(meanwhile=preload)
+        ensure_prefect_api(meanwhile=lambda: preload(cfg.model.load_in_4bit))
         result = replay(run_id=args.run_id, step=args.step, stage=args.stage,
                         downstream=args.downstream, failed=args.failed,
                         artifacts_root=args.artifacts_root, config=args.config,

@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         stopping.keeping(lambda: kept(args.artifacts_root or cfg.artifacts.root, run_id))
         # A temporary Prefect server that dies with this run; the libraries the run loads
         # anyway are imported while it starts (two processes, two cores: seconds saved).
-        ensure_prefect_api(meanwhile=preload)
+        ensure_prefect_api(meanwhile=lambda: preload(cfg.model.load_in_4bit))
         train(config=args.config, overrides=args.overrides, artifacts_root=args.artifacts_root,
               run_id=run_id, init_from=args.init_from)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (flows.stopping): its one line, its code

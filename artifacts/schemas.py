@@ -171,7 +171,7 @@ EXECUTIONS = TableSchema("executions", 3, (
     allowed={"target_kind": ("candidate", "reference", "mutant")},
     upgrades={1: {"limits": None}, 2: {"executor": None, "node": None}})
 
-REWARDS = TableSchema("rewards", 4, (
+REWARDS = TableSchema("rewards", 5, (
     *_KEYS,                                 # stage = training stage
     # Null exactly when ``masked`` (v2): a masked sample has no reward at all.
     _f("generator_reward", _F64, True),
@@ -198,9 +198,13 @@ REWARDS = TableSchema("rewards", 4, (
     # (rewards.SampleOutcome.masked). n_infra_tests: how many of its tests have such a verdict.
     _f("masked", _BOOL),
     _f("n_infra_tests", _I32),
+    # v5: valid peer tests (rewards.peer_tests: written for the problem's other samples, they
+    # judge the generator only) and how many of them the code passed; 0 without peers
+    _f("n_peer", _I32, True),
+    _f("n_peer_passed", _I32, True),
 ), "One row per sample: both rewards and every component that went into them.",
     upgrades={1: {"masked": False, "n_infra_tests": 0}, 2: {"baseline_pass_rate": None},
-              3: {"progressive": None}})
+              3: {"progressive": None}, 4: {"n_peer": None, "n_peer_passed": None}})
 
 def _update_stats(since: int) -> tuple[pa.Field, ...]:
     """The updates table's statistics columns that its schema version ``since`` added: the

@@ -225,6 +225,15 @@ class RewardConfig:
     """Minimum denominator for validity, so two trivial tests do not earn full validity."""
     mutants_per_problem: int = 6
     """AST mutants of the reference solution used for the mutation-kill term."""
+    peer_tests: bool = False
+    """Judge each generator sample also by the valid discriminator tests written for the other
+    samples of its problem in the same step (``pipeline.chains.peer_tests``), not only by those
+    its own chain drew. A test the reference passes is a true statement about the problem,
+    whichever chain it was written for; pooled, one sample's test for a missed guard splits
+    the group's rewards, where alone it judged only the sample it was written for. The
+    discriminator's rewards still count only its own chain's tests. Off by default: in
+    ``benchmarks/learning.py`` it caught more but did not raise held-out pass@1
+    (``docs/training.md``, *Progressive tests*)."""
 
     def __post_init__(self) -> None:
         for name, weight in self.generator.items():

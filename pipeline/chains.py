@@ -145,6 +145,43 @@ def kept_tests(rows: Iterable[Row]) -> dict[SampleKey, list[Row]]:
     return {k: sorted(v, key=lambda r: (r["stage"], r["test_idx"])) for k, v in out.items()}
 
 
+def peer_tests(rows: Iterable[Row]) -> dict[SampleKey, list[Row]]:
+    """Each sample's peer tests: the discriminator tests kept for the *other* samples of its
+    problem (``rewards.peer_tests``), less any test equal to one the sample already has,
+    first copies only, in (peer sample, stage, index) order. A peer row is its source row with
+    ``origin="peer"``, this sample's ``sample_idx`` and a ``test_id`` naming the source
+    (``p<sample>.<test_id>``), so the executions table tells the two copies apart.
+
+    >>> rows = [{"problem_id": "p", "sample_idx": j, "stage": 2, "test_idx": 0,
+    ...          "test_id": "s2.0", "origin": o, "snippet": s, "parse_status": "ok",
+    ...          "is_duplicate": False}
+    ...         for j, o, s in [(0, "baseline", "assert f(1) == 1"),
+    ...                         (0, "discriminator", "assert f(-1) == 0"),
+    ...                         (1, "discriminator", "assert f(-1)  ==  0"),
+    ...                         (2, "discriminator", "assert f(9) == 9")]]
+    >>> {k: [r["test_id"] for r in v] for k, v in sorted(peer_tests(rows).items())}
+    {('p', 0): ['p2.s2.0'], ('p', 1): ['p2.s2.0'], ('p', 2): ['p0.s2.0']}
+    """
+    kept = kept_tests(rows)
+    by_problem: dict[str, list[SampleKey]] = {}
+    for key in kept:
+        by_problem.setdefault(key[0], []).append(key)
+    out: dict[SampleKey, list[Row]] = {}
+    for keys in by_problem.values():
+        for key in keys:
+            seen = {normalise_test(r["snippet"]) for r in kept[key]}
+            peers = out.setdefault(key, [])
+            for other in sorted(k for k in keys if k != key):
+                for r in kept[other]:
+                    norm = normalise_test(r["snippet"])
+                    if r["origin"] != "discriminator" or norm in seen:
+                        continue
+                    seen.add(norm)
+                    peers.append({**r, "origin": "peer", "sample_idx": key[1],
+                                  "test_id": f"p{other[1]}.{r['test_id']}"})
+    return {k: v for k, v in out.items() if v}
+
+
 def known_tests(rows: Iterable[Row]) -> dict[SampleKey, dict[str, str]]:
     """Normalised kept tests per sample (test_id by key): the ``seen`` of
     :func:`parsed_test_rows` for a later stage."""

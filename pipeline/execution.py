@@ -1,8 +1,9 @@
 """Execution of one step's accumulated test suites, three ways.
 
 Every kept test of a sample (its discriminator tests of stages 1..5 plus the problem's baseline
-tests) runs against the sample's final code (candidate), against the reference solution
-(validity) and against AST mutants of the reference (can the tests catch a bug?). Work is
+tests, and with ``rewards.peer_tests`` those written for its problem's other samples) runs
+against the sample's final code (candidate), against the reference solution (validity) and
+against AST mutants of the reference (can the tests catch a bug?; not peer copies). Work is
 deduplicated before it reaches the sandbox: samples of one problem share many tests, so the
 reference and each mutant run every distinct test of the problem once.
 
@@ -22,7 +23,7 @@ from typing import Any
 from configs.schema import SandboxConfig
 from models.parsing import parse_code
 from models.seeds import derive_seed
-from pipeline.chains import Row, SampleKey, kept_tests
+from pipeline.chains import Row, SampleKey, kept_tests, peer_tests
 from problems import Problem
 from rewards.mutants import Mutant, make_mutants
 from sandbox import job_runner
@@ -111,8 +112,8 @@ def execution_rows(suites: Sequence[Suite], plan: JobPlan, results: Sequence[Any
                     for i in range(len(mutants.get(pid, [])))]
         for t in s.tests:
             for kind, target_id, outcomes in targets:
-                if kind == "mutant" and outcomes is None:  # no test to credit: not run
-                    continue
+                if kind == "mutant" and (outcomes is None or t["origin"] == "peer"):
+                    continue  # no test to credit (not run), or a peer's (credits no one)
                 found = outcomes.get(t["snippet"]) if outcomes else None
                 if found is None:  # candidate without code: recorded as not run, not a crash
                     status, message, duration = NOT_RUN, s.code_reason, 0.0
@@ -130,15 +131,19 @@ def execution_rows(suites: Sequence[Suite], plan: JobPlan, results: Sequence[Any
 
 
 def build_suites(samples: Sequence[tuple[Problem, int]], codes: dict[SampleKey, str],
-                 tests: Iterable[Row]) -> list[Suite]:
+                 tests: Iterable[Row], peers: bool = False) -> list[Suite]:
     """Each sample's suite: its final-stage text parsed to code (``codes``: the generator's
-    stage-5 text per sample) and its kept tests (tests-table rows of every stage)."""
+    stage-5 text per sample) and its kept tests (tests-table rows of every stage); with
+    ``peers`` (``rewards.peer_tests``), then its peer tests (:func:`peer_tests`)."""
+    tests = list(tests)
     kept = kept_tests(tests)
+    pooled = peer_tests(tests) if peers else {}
     suites = []
     for problem, j in samples:
         parsed = parse_code(codes.get((problem.id, j), ""), problem.entry_point)
         suites.append(Suite(problem, j, parsed.code if parsed.ok else None,
-                            parsed.reason or "no code", kept.get((problem.id, j), [])))
+                            parsed.reason or "no code",
+                            kept.get((problem.id, j), []) + pooled.get((problem.id, j), [])))
     return suites
 
 

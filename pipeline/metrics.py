@@ -49,6 +49,9 @@ def step_metrics(rewards: list[dict[str, Any]], executions: list[dict[str, Any]]
                                       else 0.0 for r in rewards]),
         "generator/baseline_pass_rate": _mean([r["n_baseline_passed"] / r["n_baseline"]
                                                for r in rewards if r["n_baseline"]]),
+        # rewards.peer_tests: of the samples judged by peer tests, the share of them passed
+        "generator/peer_pass_rate": _mean([r["n_peer_passed"] / r["n_peer"]
+                                           for r in rewards if r.get("n_peer")]),
         "discriminator/reward": _mean([r["discriminator_reward"] for r in rewards]),
         "discriminator/reward_std": _std([r["discriminator_reward"] for r in rewards]),
         "discriminator/validity": _mean([r["validity"] for r in rewards

@@ -14,7 +14,7 @@ from typing import Any
 
 from configs.names import CODE_STAGE
 from configs.schema import DISCRIMINATOR_REWARDS, GENERATOR_REWARDS, RewardConfig
-from pipeline.chains import SampleKey
+from pipeline.chains import SampleKey, peer_tests
 from rewards import (
     INFRA,
     SampleOutcome,
@@ -48,28 +48,33 @@ def outcomes_from_rows(tests: Iterable[dict[str, Any]], executions: Iterable[dic
             n_mutants.setdefault(e["problem_id"], set()).add(e["target_id"])
         if e["target_kind"] == "candidate":
             code_ok[key] = code_ok.get(key, True) and e["status"] != "not_run"
+    tests = list(tests)
     by_sample: dict[SampleKey, list[dict[str, Any]]] = {}
     for t in tests:
         if t["parse_status"] == "ok":
             by_sample.setdefault((t["problem_id"], t["sample_idx"]), []).append(t)
+    for key, rows in peer_tests(tests).items():  # those the execution ran (rewards.peer_tests)
+        by_sample.setdefault(key, []).extend(
+            r for r in rows if (*key, r["test_id"], "reference") in status)
     out = {}
     for key in samples:
         mutant_ids = sorted(n_mutants.get(key[0], ()), key=lambda m: int(m[1:]))
         verdicts = []
-        rows = sorted(by_sample.get(key, []), key=lambda r: (r["stage"], r["test_idx"]))
+        rows = sorted(by_sample.get(key, []),
+                      key=lambda r: (r["origin"] == "peer", r["stage"], r["test_idx"]))
         for t in rows:
             tid = t["test_id"]
             if t["is_duplicate"]:  # not executed: it counts once, through its first copy
                 verdicts.append(TestVerdict(normalise_test(t["snippet"]), t["origin"],
                                             int(t["stage"]), True, False, "duplicate"))
                 continue
-            killed = tuple(_known(status.get((*key, tid, m), "passed"), False)
-                           for m in mutant_ids)
+            killed = () if t["origin"] == "peer" else tuple(  # peers are not run on mutants
+                _known(status.get((*key, tid, m), "passed"), False) for m in mutant_ids)
             verdicts.append(TestVerdict(
                 test_key=normalise_test(t["snippet"]), origin=t["origin"], stage=int(t["stage"]),
                 duplicate=False, valid=_known(status.get((*key, tid, "reference")), True),
                 candidate_status=status.get((*key, tid, "candidate"), "not_run"),
-                mutants_killed=killed if mutant_ids else ()))
+                mutants_killed=killed))
         out[key] = SampleOutcome(code_ok=code_ok.get(key, False), tests=tuple(verdicts),
                                  n_mutants=len(mutant_ids), stage=stage)
     return out
@@ -107,6 +112,7 @@ def reward_rows(outcomes: dict[SampleKey, SampleOutcome], cfg: RewardConfig,
         c, o = scored[key].components, outcomes[key]
         baseline = [t for t in o.tests if t.origin == "baseline"]
         valid_disc = o.valid_discriminator_tests
+        peers = [t for t in o.generator_tests if t.origin == "peer"]
 
         rows.append({
             "stage": training_stage, "problem_id": key[0], "sample_idx": key[1],
@@ -121,6 +127,7 @@ def reward_rows(outcomes: dict[SampleKey, SampleOutcome], cfg: RewardConfig,
             "n_passed_valid": sum(t.passed for t in valid_disc),
             "n_baseline": len(baseline),
             "n_baseline_passed": sum(t.passed for t in baseline),
+            "n_peer": len(peers), "n_peer_passed": sum(t.passed for t in peers),
             "n_mutants": o.n_mutants,
             "n_mutants_killed": sum(any(t.killed(m) for t in valid_disc)
                                     for m in range(o.n_mutants)),

@@ -120,7 +120,7 @@ def load_suites(ctx: StepContext, step: int) -> list[Suite]:
              for r in read_rows(ctx.store, step, chain_part("generator", CODE_STAGE),
                                 ["problem_id", "sample_idx", "output_text"])}
     tests = ctx.store.read_table(TESTS, step=step).to_pylist()  # every stage's, and baseline
-    return build_suites(ctx.samples(step), codes, tests)
+    return build_suites(ctx.samples(step), codes, tests, peers=ctx.cfg.rewards.peer_tests)
 
 
 def step_executions(ctx: StepContext, step: int, run_jobs: RunJobs) -> list[dict]:

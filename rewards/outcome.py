@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from configs.names import CODE_STAGE
 
-ORIGINS = ("baseline", "discriminator")
+ORIGINS = ("baseline", "discriminator", "peer")
 PASSED = "passed"
 TIMEOUT = "timeout"
 INFRA = "infra"
@@ -57,7 +57,9 @@ class TestVerdict:
     test_key: str
     """Normalised snippet (:func:`normalise_test`), for deduplication and joins."""
     origin: str
-    """``baseline`` (the problem's own tests) or ``discriminator``."""
+    """``baseline`` (the problem's own tests), ``discriminator`` (written for this sample's
+    chain) or ``peer`` (written for another sample of the problem, ``rewards.peer_tests``: it
+    judges the generator only)."""
     stage: int
     """Chain stage that emitted it (``configs.names.STAGES``); 0 for baseline tests."""
     duplicate: bool

@@ -125,3 +125,41 @@ def test_chains_rows_share_out_the_whole_call_across_its_chunks(add) -> None:
                            adapter_version="v", seed=0)
     assert sum(r["latency_s"] for r in rows) == pytest.approx(8.0)
     assert step_breakdown(10.0, {}, rows, [])["time/generation_s"] == pytest.approx(8.0)
+
+
+def test_peer_tests_judge_the_generator_only(add) -> None:
+    """``rewards.peer_tests``: a valid test written for sample 0 judges sample 1 too, whose
+    code its own chain's tests did not catch; an invalid one counts against no one; the
+    discriminator's rewards and mutant runs stay its own chain's."""
+    from pipeline.execution import build_suites
+
+    codes = {("add", 0): "```python\ndef add(a, b):\n    return a + b\n```",
+             ("add", 1): "```python\ndef add(a, b):\n    return a + b if a < 1000 else 0\n```"}
+    written = ["assert add(1000, 1) == 1001\nassert add(1, 1) == 3",  # valid (catches 1), invalid
+               "assert add(1, 1) == 2"]                            # valid, passed by both
+    samples = [(add, 0), (add, 1)]
+    tests = parsed_test_rows(samples, written, 2, {}) + baseline_rows(samples)
+    mutants = {"add": [Mutant("def add(a, b):\n    return a - b", "+ -> -", "arith")]}
+    cfg = RewardConfig(generator={"pass_rate": 1.0}, discriminator={"progressive": 1.0})
+
+    def score(peers: bool) -> tuple[list[dict], list[dict]]:
+        suites = build_suites(samples, codes, tests, peers=peers)
+        plan = plan_jobs(suites, mutants)
+        rows = execution_rows(suites, plan, run_in_process(plan), mutants)
+        return reward_rows(outcomes_from_rows(tests, rows, [("add", 0), ("add", 1)], 2), cfg,
+                           2), rows
+
+    alone, _ = score(False)
+    pooled, rows = score(True)
+    assert [r["pass_rate"] for r in alone] == [1.0, 1.0]  # sample 1's own tests miss its bug
+    n_base = len(add.baseline_tests)
+    assert pooled[1]["pass_rate"] == (n_base + 1) / (n_base + 2)   # the peer's valid test fails
+    assert [r["pass_rate"] for r in pooled][0] == 1.0               # and one invalid never counts
+    assert [(r["n_peer"], r["n_peer_passed"]) for r in pooled] == [(1, 1), (1, 0)]
+    assert not pooled[1]["generator_group_skipped"] and alone[1]["generator_group_skipped"]
+    for column in ("discriminator_reward", "validity", "n_valid", "n_mutants_killed"):
+        assert [r[column] for r in pooled] == [r[column] for r in alone], column
+    peer_rows = [r for r in rows if r["test_id"].startswith("p")]
+    assert {(r["sample_idx"], r["test_id"]) for r in peer_rows} == {
+        (0, "p1.s2.0"), (1, "p0.s2.0"), (1, "p0.s2.1")}
+    assert {r["target_kind"] for r in peer_rows} == {"candidate", "reference"}  # no mutants

@@ -82,12 +82,20 @@ seeds): wrong solutions caught before -> after 0.079 -> 0.000 / 0.358 -> 0.811 /
 0.906, medians disc_gain=0.340 stage_new_tests=0.679 late_catch=0.494, but seed 0's
 discriminator stopped writing valid tests at all; the generator's pass@1 after training was
 identical to the default's at every seed (0.281 / 0.172 / 0.297, baseline-only 0.031 / 0.156 /
-0.312), so heldout_gain=0.141 and ablation_delta=0.016 again. Not tried: other schedules.
+0.312), so heldout_gain=0.141 and ablation_delta=0.016 again. Peer tests
+(``rewards.peer_tests: true`` in ``configs/tiny.yaml``: each generator sample also judged by the
+valid tests written for its problem's other samples; one call on 2026-11-27, ``--keep`` to read
+the rewards tables after):
+pass@1 after 0.078 / 0.172 / 0.375 (adversarial), baseline-only unchanged, medians
+heldout_gain=0.031 disc_gain=0.245 ablation_delta=0.047 stage_new_tests=0.416
+late_catch=0.429; of the generator-step samples passing every baseline test, valid tests
+rejected 22 / 3 / 110 (their own chains' alone 12 / 3 / 45). Not tried: other schedules.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -251,7 +259,12 @@ def main() -> int:
                         help="tokens per stage output (a guards solution is ~64)")
     parser.add_argument("--parallel", type=int, default=3,
                         help="runs at once (each uses one thread for torch)")
+    parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                        help="write every run (stores, logs, MLflow databases) under DIR, a new "
+                             "folder, and keep it (default: a temporary folder, removed)")
     args = parser.parse_args()
+    if args.keep is not None and args.keep.exists():
+        parser.error(f"--keep {args.keep}: already exists (runs are never written over)")
 
     # deferred: --help and usage errors answer before torch loads (pipeline.heldout imports it)
     from pipeline.heldout import heldout_table
@@ -259,8 +272,10 @@ def main() -> int:
     began = time.perf_counter()
     jobs = [Job(seed, None) for seed in args.seeds]
     jobs += [Job(seed, arm, after=[f"s{seed}-warmup"]) for arm in ARMS for seed in args.seeds]
-    with tempfile.TemporaryDirectory(prefix="learning-") as name:
+    with (contextlib.nullcontext(str(args.keep)) if args.keep
+          else tempfile.TemporaryDirectory(prefix="learning-")) as name:
         tmp = Path(name)
+        tmp.mkdir(parents=True, exist_ok=True)
         model_dir = build_tiny_model(tmp / "tiny")
         print(f"{len(jobs)} runs ({len(args.seeds)} warm starts, then {len(ARMS)} arms per "
               f"seed), {args.parallel} at a time", flush=True)

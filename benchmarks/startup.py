@@ -46,6 +46,19 @@ training's flow run, against 7.81 s and 9.45 s without, noise on 2 CPU-bound cor
 run, where the ~9.4 s before the flow run go: importing ``flows.train`` 3.3-3.8 s, vetting the
 run's problems 1.0-1.2 s, importing transformers, peft and MLflow 3.7-4.4 s while the server
 starts: ~8 s of imports in the main process, so the 5 s goal stays missed.
+
+Measured 2026-11-27 later (the machine noisier: the same code's medians of 3 ranged 9.1-11.2 s
+to the flow run across five calls): the entry points no longer import bitsandbytes for a run
+without 4-bit models (``flows.skip_bitsandbytes``: 1.1 s less CPU in ``import peft``, torch's
+inductor not imported, bitsandbytes' CPU warning gone). ``train``, interleaved with db7b690 on
+the same machine: flow run 10.69 / 9.14 / 9.22 / 8.45 s against 10.71 / 9.28 / 9.10 / 11.19 /
+9.42 s (medians ~9.2 and 9.4), ``step 1/`` 16.86 / 14.20 / 14.01 / 13.78 s against 17.25 /
+14.30 / 13.77 / 17.65 / 14.92 s: within the noise. The temporary server is now what the main
+process waits for: its start-up is importing ``prefect.server.api.server`` (3.8-4.1 s measured
+alone; Prefect's own modules), and spawning it first again (5e687f9 re-applied) measured 7.94 /
+9.64 / 10.85 / 9.39 s to the flow run: no better. With ~6 s of imports in the main process
+(Prefect, torch, MLflow, pandas, transformers, peft) and ~4 s in the server's, on 2 cores, the
+first step cannot begin within 5 s while each run starts its own server.
 """
 
 from __future__ import annotations

@@ -24,7 +24,10 @@ evaluation is made once per seed, by the warm-start run, and each arm's run stor
 it (``share_before``): every arm starts from the same adapters with the same seeds, and when
 each arm evaluated its own, the three rows were equal to the last digit.
 
-Per seed, then (last line) the medians over the seeds::
+Per seed, first a diagnostic: of the adversarial arm's training samples whose code passed every
+baseline test, how many a valid discriminator test rejected (``generator/rejected_beyond_baseline``;
+with group-relative advantages these are the samples through which the discriminator's tests can
+change what the generator learns). Then per seed, and (last line) as medians over the seeds::
 
     heldout_gain=      adversarial pass@1 after - before
     control_gain=      control's
@@ -214,6 +217,20 @@ def heldout(root: Path, run_id: str) -> list[dict]:
     return json.loads(path.read_text())
 
 
+def beyond_baseline(root: Path, run_id: str) -> tuple[int, int]:
+    """Over a run's steps: the scored samples whose code passed every baseline test, and how
+    many of them a valid discriminator test rejected (``generator/rejected_beyond_baseline``):
+    the samples through which the discriminator's tests can steer the generator at all."""
+    from artifacts import RunStore  # deferred as in main
+    from pipeline.metrics import passes_baseline, rejected_beyond_baseline
+
+    store = RunStore(str(root), run_id)
+    passing = [r for step in store.list_steps()
+               for r in store.read_table("rewards", step=step).to_pylist()
+               if not r["masked"] and passes_baseline(r)]
+    return sum(map(rejected_beyond_baseline, passing)), len(passing)
+
+
 def figures(results: dict[str, list[dict]]) -> dict[str, float | None]:
     """The seed's figures (module docstring) from its arms' held-out entries."""
     def gain(arm: str, key: str) -> float:
@@ -282,6 +299,8 @@ def main() -> int:
         run_all(tmp, jobs, args, model_dir)
         results = {seed: {arm: heldout(tmp / "runs", f"s{seed}-{arm}") for arm in ARMS}
                    for seed in args.seeds}
+        beyond = {seed: beyond_baseline(tmp / "runs", f"s{seed}-adversarial")
+                  for seed in args.seeds}
     elapsed = time.perf_counter() - began
 
     source = f"family:{args.family}:heldout"
@@ -297,6 +316,9 @@ def main() -> int:
           f"problems x {args.samples} samples; held-out {args.heldout} problems x "
           f"{args.eval_samples}; per run: " + ", ".join(f"{j.run_id} {j.seconds:.0f} s"
                                                        for j in jobs))
+    for seed, (rejected, passing) in beyond.items():
+        print(f"seed {seed}, adversarial: of the {passing} training samples passing every "
+              f"baseline test, a valid discriminator test rejected {rejected}")
     for seed, values in per_seed.items():
         print(f"seed {seed}: {line(values)}")
     medians = {k: (statistics.median(v) if (v := [s[k] for s in per_seed.values()

@@ -28,6 +28,20 @@ def round3(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
+def passes_baseline(row: dict[str, Any]) -> bool:
+    """A rewards row whose code passed every one of the problem's own tests (it has some)."""
+    return bool(row["n_baseline"]) and row["n_baseline_passed"] == row["n_baseline"]
+
+
+def rejected_beyond_baseline(row: dict[str, Any]) -> bool:
+    """A rewards row whose code failed a valid discriminator (or peer) test: for a row that
+    :func:`passes_baseline`, what only the discriminator's tests found. With group-relative
+    advantages these are the samples through which its tests can change what the generator
+    learns (``docs/training.md``, *Progressive tests*)."""
+    return (row["n_passed_valid"] < row["n_valid"]
+            or (row.get("n_peer_passed") or 0) < (row.get("n_peer") or 0))
+
+
 def step_metrics(rewards: list[dict[str, Any]], executions: list[dict[str, Any]],
                  updates: list[dict[str, Any]], tests: list[dict[str, Any]],
                  chains: list[dict[str, Any]] = ()) -> dict[str, float]:
@@ -52,6 +66,8 @@ def step_metrics(rewards: list[dict[str, Any]], executions: list[dict[str, Any]]
         # rewards.peer_tests: of the samples judged by peer tests, the share of them passed
         "generator/peer_pass_rate": _mean([r["n_peer_passed"] / r["n_peer"]
                                            for r in rewards if r.get("n_peer")]),
+        "generator/rejected_beyond_baseline": _mean([rejected_beyond_baseline(r)
+                                                     for r in rewards if passes_baseline(r)]),
         "discriminator/reward": _mean([r["discriminator_reward"] for r in rewards]),
         "discriminator/reward_std": _std([r["discriminator_reward"] for r in rewards]),
         "discriminator/validity": _mean([r["validity"] for r in rewards

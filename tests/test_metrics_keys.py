@@ -97,3 +97,19 @@ def test_update_stats_declare_the_updates_columns_and_the_ppo_metrics():
         stats - {"n_sequences", "policy_loss", "value_loss", "kl_ref", "ratio",
                  "dead_sample_fraction", "explained_variance", "logprob_mismatch",
                  "logprob_mismatch_share"}) | {"seconds"}  # nulls unlogged
+
+
+def test_rejected_beyond_baseline_counts_what_only_the_discriminators_tests_found():
+    """Of the samples the problem's own tests accept, the share a valid discriminator test
+    (its own chain's or, with ``rewards.peer_tests``, a peer's) rejects."""
+    def row(base_passed, passed_valid, peer=(0, 0)):
+        return {**_reward(0.5, 0.5), "n_baseline": 3, "n_baseline_passed": base_passed,
+                "n_valid": 2, "n_passed_valid": passed_valid, "n_peer": peer[0],
+                "n_peer_passed": peer[1]}
+
+    rows = [row(3, 1), row(3, 2), row(3, 2, peer=(1, 0)), row(3, 2, peer=(1, 1)),
+            row(2, 0)]  # the last: the baseline already rejects it, so it is not counted
+    m = step_metrics(rows, [], [], [])
+    assert m["generator/rejected_beyond_baseline"] == pytest.approx(2 / 4)
+    no_baseline_pass = step_metrics([row(0, 0)], [], [], [])
+    assert no_baseline_pass["generator/rejected_beyond_baseline"] == 0.0

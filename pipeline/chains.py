@@ -163,17 +163,18 @@ def peer_tests(rows: Iterable[Row]) -> dict[SampleKey, list[Row]]:
     {('p', 0): ['p2.s2.0'], ('p', 1): ['p2.s2.0'], ('p', 2): ['p0.s2.0']}
     """
     kept = kept_tests(rows)
+    # each row's normal form once (an AST parse), not once per sample it is a peer test of
+    norms = {key: [normalise_test(r["snippet"]) for r in v] for key, v in kept.items()}
     by_problem: dict[str, list[SampleKey]] = {}
     for key in kept:
         by_problem.setdefault(key[0], []).append(key)
     out: dict[SampleKey, list[Row]] = {}
     for keys in by_problem.values():
         for key in keys:
-            seen = {normalise_test(r["snippet"]) for r in kept[key]}
+            seen = set(norms[key])
             peers = out.setdefault(key, [])
             for other in sorted(k for k in keys if k != key):
-                for r in kept[other]:
-                    norm = normalise_test(r["snippet"])
+                for r, norm in zip(kept[other], norms[other], strict=True):
                     if r["origin"] != "discriminator" or norm in seen:
                         continue
                     seen.add(norm)

@@ -53,9 +53,13 @@ def outcomes_from_rows(tests: Iterable[dict[str, Any]], executions: Iterable[dic
     for t in tests:
         if t["parse_status"] == "ok":
             by_sample.setdefault((t["problem_id"], t["sample_idx"]), []).append(t)
-    for key, rows in peer_tests(tests).items():  # those the execution ran (rewards.peer_tests)
-        by_sample.setdefault(key, []).extend(
-            r for r in rows if (*key, r["test_id"], "reference") in status)
+    # Peer copies (rewards.peer_tests) are the executed tests that no tests row names; only
+    # then are they derived (an AST parse per test), and only those the execution ran count.
+    listed = {(t["problem_id"], t["sample_idx"], t["test_id"]) for t in tests}
+    if any(k[:3] not in listed for k in status):
+        for key, rows in peer_tests(tests).items():
+            by_sample.setdefault(key, []).extend(
+                r for r in rows if (*key, r["test_id"], "reference") in status)
     out = {}
     for key in samples:
         mutant_ids = sorted(n_mutants.get(key[0], ()), key=lambda m: int(m[1:]))

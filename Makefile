@@ -18,6 +18,9 @@ VLLM_STAMP := $(VLLM_VENV)/.installed-$(VLLM_HASH)
 TINY_MODEL := .cache/tiny-qwen2
 CONFIG ?= configs/tiny.yaml
 PYTEST_ARGS ?=
+# The suite runs on one pytest-xdist worker per core, at most 4: each test file on one worker,
+# the longest files first (tests/conftest.py). TEST_WORKERS=0 runs it serially, in one process.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
 
 export MLFLOW_DISABLE_TELEMETRY := true
 export DO_NOT_TRACK := 1
@@ -31,7 +34,7 @@ run: setup
 	$(PY) -m flows.train --config $(CONFIG)
 
 test: setup vllm
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 setup: $(STAMP) sandbox-deps $(TINY_MODEL)/config.json
 

@@ -22,7 +22,8 @@ def test_collection_puts_them_first_in_their_order(pytester):
     names = ["test_a.py", LONGEST_FIRST[1], "test_b.py", LONGEST_FIRST[0]]
     for name in names:
         pytester.makepyfile(**{name[:-3]: "def test_1(): pass\ndef test_2(): pass\n"})
-    result = pytester.runpytest("--collect-only", "-q", "-p", "no:cacheprovider")
+    # a subprocess: this process may have imported the real modules of those names already
+    result = pytester.runpytest_subprocess("--collect-only", "-q", "-p", "no:cacheprovider")
     ids = [line.split("::")[0] for line in result.outlines if "::" in line]
     assert ids == [LONGEST_FIRST[0]] * 2 + [LONGEST_FIRST[1]] * 2 + ["test_a.py"] * 2 + \
         ["test_b.py"] * 2

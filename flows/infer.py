@@ -23,7 +23,7 @@ import sys
 from typing import Any
 
 from configs import ConfigError, load_config
-from flows import stopping
+from flows import skip_bitsandbytes, stopping
 from problems import ProblemLoadError, load_problems
 
 
@@ -83,6 +83,10 @@ def format_scored(result: Any, scored: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace, show: bool) -> int:
     # deferred: --help and usage errors answer before torch loads
+    import torch
+
+    if not torch.cuda.is_available():
+        skip_bitsandbytes()  # no 4-bit load can happen without CUDA (models.policy refuses it)
     from pipeline.evaluation import score_tests
     from serving.inference import InferenceEngine, format_result
 

@@ -47,3 +47,25 @@ def test_a_4bit_run_and_an_earlier_import_keep_bitsandbytes():
     out = _run("import sys, peft\nfrom flows import skip_bitsandbytes\nskip_bitsandbytes()\n"
                "print('kept', type(sys.modules.get('bitsandbytes')).__name__)")
     assert "kept module" in out
+
+
+INFER_WITHOUT_BNB = """
+import sys
+from flows import infer
+from models.tiny import build_tiny_model
+code = infer.main(["--model", str(build_tiny_model(sys.argv[1])), "--problems", "demo",
+                   "--ids", "add"])
+print("exit", code, "bitsandbytes", sys.modules.get("bitsandbytes", "absent"))
+"""
+
+
+def test_inference_without_cuda_goes_without_bitsandbytes(tmp_path):
+    """``flows.infer`` loads a registered model whose quantisation it learns only while loading
+    it; without CUDA no 4-bit load can happen, so bitsandbytes (and its CPU warning) stays out."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available: bitsandbytes may be needed")
+    out = _run(INFER_WITHOUT_BNB, str(tmp_path / "tiny"))
+    assert "exit 0 bitsandbytes None" in out, out[-3000:]
+    assert "gemm_4bit" not in out

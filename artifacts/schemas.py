@@ -171,14 +171,14 @@ EXECUTIONS = TableSchema("executions", 3, (
     allowed={"target_kind": ("candidate", "reference", "mutant")},
     upgrades={1: {"limits": None}, 2: {"executor": None, "node": None}})
 
-REWARDS = TableSchema("rewards", 5, (
+REWARDS = TableSchema("rewards", 6, (
     *_KEYS,                                 # stage = training stage
     # Null exactly when ``masked`` (v2): a masked sample has no reward at all.
     _f("generator_reward", _F64, True),
     _f("discriminator_reward", _F64, True),
     # Raw value of every reward function, one column each in configs.names.REWARDS's order
-    # (baseline_pass_rate came in v3, progressive in v4); null where the config did not use it. The
-    # totals above are their weighted sums.
+    # (baseline_pass_rate came in v3, progressive in v4, all_pass and baseline_all_pass in v6);
+    # null where the config did not use it. The totals above are their weighted sums.
     *(_f(name, _F64, True) for name in REWARD_NAMES),
     _f("validity", _F64, True),
     _f("bug_catch", _F64, True),
@@ -204,7 +204,8 @@ REWARDS = TableSchema("rewards", 5, (
     _f("n_peer_passed", _I32, True),
 ), "One row per sample: both rewards and every component that went into them.",
     upgrades={1: {"masked": False, "n_infra_tests": 0}, 2: {"baseline_pass_rate": None},
-              3: {"progressive": None}, 4: {"n_peer": None, "n_peer_passed": None}})
+              3: {"progressive": None}, 4: {"n_peer": None, "n_peer_passed": None},
+              5: {"all_pass": None, "baseline_all_pass": None}})
 
 def _update_stats(since: int) -> tuple[pa.Field, ...]:
     """The updates table's statistics columns that its schema version ``since`` added: the

@@ -115,9 +115,20 @@ sys.path.insert(0, str(REPO))
 
 from models.tiny import build_tiny_model  # noqa: E402
 
-ARMS = {"adversarial": [],
-        "control": ["ppo.learning_rate=0", "ppo.discriminator_learning_rate=0"],
-        "baseline_only": ["rewards.generator={pass_rate: 0.0, baseline_pass_rate: 1.0}"]}
+ARMS = ("adversarial", "control", "baseline_only")
+BASELINE_ONLY = {"pass_rate": "baseline_pass_rate", "all_pass": "baseline_all_pass"}
+"""The generator reward of each ``--generator-reward`` and its baseline-only twin (the ablation
+arm's: the same function over the problem's own tests alone)."""
+
+
+def arm_sets(arm: str, reward: str) -> list[str]:
+    """The arm's ``--set`` overrides: the adversarial and control arms pay the generator by
+    ``reward``, the ablation by its baseline-only twin; the control learns nothing."""
+    if arm == "control":
+        return [f"rewards.generator={{{reward}: 1.0}}", "ppo.learning_rate=0",
+                "ppo.discriminator_learning_rate=0"]
+    return [f"rewards.generator={{{BASELINE_ONLY[reward] if arm == 'baseline_only' else reward}"
+            ": 1.0}"]
 FIGURES = ("heldout_gain", "control_gain", "disc_gain", "disc_control_gain", "ablation_delta",
            "stage_new_tests", "late_catch")
 
@@ -159,7 +170,7 @@ def flow_command(tmp: Path, job: Job, args: argparse.Namespace, model_dir: Path
         sets += ["schedule.n_discriminator_steps=0", "schedule.n_generator_steps=0",
                  "schedule.k_alternating=0"]
     else:
-        sets += ARMS[job.arm]
+        sets += arm_sets(job.arm, args.generator_reward)
     cmd = [sys.executable, "-m", "flows.train", "--config", str(REPO / "configs/tiny.yaml"),
            "--run-id", job.run_id]
     for s in sets:
@@ -265,6 +276,9 @@ def main() -> int:
                         help="the generator's PPO learning rate (trained arms)")
     parser.add_argument("--disc-lr", type=float, default=0.0003,
                         help="the discriminator's PPO learning rate (trained arms)")
+    parser.add_argument("--generator-reward", default="pass_rate", choices=tuple(BASELINE_ONLY),
+                        help="the generator's reward in the trained arms (rewards.functions); "
+                             "the ablation uses its baseline-only twin")
     parser.add_argument("--disc-steps", type=int, default=1, help="N discriminator steps")
     parser.add_argument("--gen-steps", type=int, default=1, help="N generator steps")
     parser.add_argument("--alt-steps", type=int, default=2, help="K alternating steps")
@@ -310,7 +324,8 @@ def main() -> int:
             print(f"\n== seed {seed}, {arm}")
             print(heldout_table(entries, source))
         per_seed[seed] = figures(arms)
-    print(f"\nwall time {elapsed:.0f} s for {len(args.seeds)} seeds; lr {args.lr} "
+    print(f"\nwall time {elapsed:.0f} s for {len(args.seeds)} seeds; generator reward "
+          f"{args.generator_reward}; lr {args.lr} "
           f"(discriminator {args.disc_lr}); stages {args.stages}, each "
           f"{args.disc_steps} + {args.gen_steps} + {args.alt_steps} steps of {args.problems} "
           f"problems x {args.samples} samples; held-out {args.heldout} problems x "

@@ -24,6 +24,8 @@ REWARDS = (
     ("mutation_kill", "discriminator"),
     ("baseline_pass_rate", "generator"),
     ("progressive", "discriminator"),
+    ("all_pass", "generator"),
+    ("baseline_all_pass", "generator"),
 )
 """Every reward function, by name, and the role it scores. The names select rewards in a
 config (``rewards.generator: {pass_rate: 1.0}``), name the function in ``rewards.functions``

@@ -211,7 +211,10 @@ class RewardConfig:
     """Which reward functions score each role, and their weights (all from execution only)."""
 
     generator: dict[str, float] = field(default_factory=lambda: {"pass_rate": 1.0})
-    """Weighted sum of generator rewards: ``pass_rate`` or the seed's ``shifted_pass_rate``."""
+    """Weighted sum of generator rewards: ``pass_rate`` (share of the valid tests passed), the
+    seed's ``shifted_pass_rate``, or ``all_pass`` (1 only when every valid test passes, the
+    suite's verdict); ``baseline_pass_rate`` and ``baseline_all_pass`` count the problem's own
+    tests alone (the ablation of ``benchmarks/learning.py``)."""
     discriminator: dict[str, float] = field(default_factory=lambda: {"progressive": 1.0})
     """Weighted sum of discriminator rewards: ``progressive`` (the default: what the training
     stage's valid tests add to the suite of the stages before it, so repeating an earlier

@@ -115,6 +115,47 @@ def baseline_pass_rate(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     return sum(t.passed for t in tests) / len(tests) if tests else cfg.neutral
 
 
+def all_pass(outcome: SampleOutcome, cfg: RewardConfig) -> float:
+    """Generator: 1 when the final code passes every valid, deduplicated test (baseline and
+    discriminator), else 0: the suite's verdict, as held-out pass@1 judges a solution.
+
+    Under group-relative advantages the pass rate lets a sample that one discriminator test
+    rejects still rank above its group's mean (0.9 among 1.0, 0.3, 0.0); here a test that
+    rejects it takes it to the level of code that fails everything, so the discriminator's
+    tests decide the sign of its advantage, not a tenth of it.
+
+    >>> cfg = RewardConfig()
+    >>> all_pass(SampleOutcome(True, (_v("baseline"), _v(), _v(valid=False, passed=False))), cfg)
+    1.0
+    >>> all_pass(SampleOutcome(True, (_v("baseline"), _v(passed=False))), cfg)
+    0.0
+    >>> all_pass(SampleOutcome(False, (_v(),)), cfg), all_pass(SampleOutcome(True, ()), cfg)
+    (0.0, 0.5)
+    """
+    _scorable(outcome, "all_pass")
+    if not outcome.code_ok:
+        return 0.0
+    tests = outcome.generator_tests
+    return float(all(t.passed for t in tests)) if tests else cfg.neutral
+
+
+def baseline_all_pass(outcome: SampleOutcome, cfg: RewardConfig) -> float:
+    """Generator: :func:`all_pass` over the problem's own (baseline) tests only, the
+    discriminator's ignored: the ablation's control when the generator is paid by ``all_pass``.
+
+    >>> cfg = RewardConfig()
+    >>> baseline_all_pass(SampleOutcome(True, (_v("baseline"), _v(passed=False))), cfg)
+    1.0
+    >>> baseline_all_pass(SampleOutcome(True, (_v("baseline", passed=False), _v())), cfg)
+    0.0
+    """
+    _scorable(outcome, "baseline_all_pass")
+    if not outcome.code_ok:
+        return 0.0
+    tests = [t for t in outcome.generator_tests if t.origin == "baseline"]
+    return float(all(t.passed for t in tests)) if tests else cfg.neutral
+
+
 def shifted_pass_rate(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     """Generator: the seed README's ``pass_rate - 0.5``, in [-0.5, 0.5].
 
@@ -252,7 +293,8 @@ def _registry(declared: tuple[str, ...], *functions: RewardFn) -> dict[str, Rewa
 
 
 GENERATOR_REWARDS = _registry(names.GENERATOR_REWARDS,
-                              pass_rate, shifted_pass_rate, baseline_pass_rate)
+                              pass_rate, shifted_pass_rate, baseline_pass_rate, all_pass,
+                              baseline_all_pass)
 DISCRIMINATOR_REWARDS = _registry(names.DISCRIMINATOR_REWARDS, adversarial_validity,
                                   valid_invalid_bugcatch, mutation_kill, progressive)
 

@@ -78,6 +78,60 @@ def test_generator_edge_cases_no_code_timeouts_no_tests():
         assert fn(only_invalid, cfg) == pytest.approx(0.3 + shift)
 
 
+@pytest.mark.parametrize("name", ["all_pass", "baseline_all_pass"])
+def test_all_pass_is_the_suites_verdict(name):
+    fn = GENERATOR_REWARDS[name]
+    cfg = RewardConfig(neutral=0.3)
+    passing = (verdict("baseline"), verdict(), verdict(valid=False, status="failed"),
+               verdict(status="passed", duplicate=True))   # invalid and duplicates never count
+    assert fn(SampleOutcome(True, passing), cfg) == 1.0
+    for status in ("failed", "error", "timeout", "not_run"):  # anything but passed fails it
+        assert fn(SampleOutcome(True, (verdict("baseline", status=status), verdict())),
+                  cfg) == 0.0
+    assert fn(SampleOutcome(False, passing), cfg) == 0.0      # no code
+    assert fn(SampleOutcome(True, (verdict(valid=False, status="failed"),)), cfg) == 0.3
+
+
+def test_baseline_all_pass_ignores_the_discriminator_and_all_pass_does_not():
+    rejected = SampleOutcome(True, (verdict("baseline"), verdict("baseline"),
+                                    verdict(status="failed")))
+    assert GENERATOR_REWARDS["baseline_all_pass"](rejected, CFG) == 1.0
+    assert GENERATOR_REWARDS["all_pass"](rejected, CFG) == 0.0
+    assert GENERATOR_REWARDS["baseline_pass_rate"](rejected, CFG) == 1.0
+
+
+def test_all_pass_lets_a_discriminator_test_decide_the_sign_of_an_advantage():
+    """The reason ``all_pass`` exists: in a group where other samples fail baseline tests, a
+    sample that passes every baseline test but one of ten valid discriminator tests still ranks
+    above its group's mean under the pass rate (it is reinforced); under ``all_pass`` it ranks
+    with the failures (its advantage is negative), and under the baseline-only twin, the
+    ablation's reward, it ranks with the full pass."""
+    import torch
+
+    from models.ppo import group_advantages
+
+    def base(ok: int) -> TestVerdict:
+        return verdict("baseline", status="passed" if ok else "failed")
+
+    def disc(ok: int) -> TestVerdict:
+        return verdict(status="passed" if ok else "failed")
+
+    group = [SampleOutcome(True, (base(1), base(1)) + (disc(1),) * 10),       # right
+             SampleOutcome(True, (base(1), base(1)) + (disc(1),) * 9 + (disc(0),)),  # caught
+             SampleOutcome(True, (base(1), base(0)) + (disc(0),) * 10),
+             SampleOutcome(True, (base(0), base(0)) + (disc(0),) * 10)]
+
+    def advantage_of_caught(name: str) -> float:
+        rewards = torch.tensor([GENERATOR_REWARDS[name](o, CFG) for o in group])
+        adv, live = group_advantages(rewards, torch.zeros(4, dtype=torch.long))
+        assert bool(live.all())
+        return float(adv[1])
+
+    assert advantage_of_caught("pass_rate") > 0
+    assert advantage_of_caught("all_pass") < 0
+    assert advantage_of_caught("baseline_all_pass") > 0
+
+
 def test_adversarial_validity_matches_the_seed_examples():
     # Seed 001: generator passes 8/10, tests pass 10/10 ground truth -> 0.2 * 1.0.
     tests = tuple(verdict(status="passed" if i < 8 else "failed") for i in range(10))

@@ -7,12 +7,14 @@ PPO) on the tiny model and a procedural family (``guards`` by default: three ind
 to be wrong, each exposed by one chain stage's focus, ``problems/guards.py``), per seed three
 times on the same warm-started adapters and the same sampling seeds:
 
-* ``adversarial``: both roles trained; the generator's reward is its pass rate over every valid
-  test (the problem's own and the discriminator's), the discriminator's the default
+* ``adversarial``: both roles trained; the generator's reward is ``--generator-reward`` over
+  every valid test (the problem's own and the discriminator's): ``all_pass`` by default (1 only
+  when the code passes them all), or the seeds' ``pass_rate``; the discriminator's the default
   ``progressive`` reward (what stage k's tests add to stages < k);
 * ``control``: the same run at learning rate 0 for both roles (nothing changes; same samples);
 * ``baseline_only`` (ablation): trained like ``adversarial``, but the generator's reward counts
-  only the problem's own tests (``rewards.generator={baseline_pass_rate: 1.0}``).
+  only the problem's own tests (its baseline-only twin: ``baseline_all_pass`` or
+  ``baseline_pass_rate``).
 
 The warm start is fitted once per seed on the family's ``warmstart`` split (imperfect on
 purpose), PPO uses the ``train`` split, and each run is evaluated on the ``heldout`` split
@@ -44,9 +46,39 @@ Goals (issue #23): heldout_gain >= 0.15 and >= control_gain + 0.10; disc_gain >=
 disc_control_gain + 0.10; ablation_delta >= 0.05; stage_new_tests >= 0.25; late_catch >= 0.2,
 at the median of 3 seeds, in at most 25 minutes on 2 cores.
 
-Measured on 2026-11-26, one call at the defaults (``python benchmarks/learning.py``: seeds 0,
-1, 2; guards; stages 1-5 each 1 + 1 + 2 steps of 8 problems x 4 samples, 80 new tokens;
-held-out 32 problems x 2 samples; generator lr 1e-4, discriminator 3e-4)::
+Measured on 2026-11-27, one call at the defaults (``python benchmarks/learning.py``: seeds 0,
+1, 2; guards; generator reward ``all_pass``; stages 1-5 each 1 + 1 + 2 steps of 8 problems x 4
+samples, 80 new tokens; held-out 32 problems x 2 samples; generator lr 1e-4, discriminator
+3e-4; 2 quiet cores, 1472 s = 24.5 min: warm starts 279-289 s, arms 344-408 s)::
+
+    seed  pass@1 before  adv    ctrl   base  | wrong caught before  adv    | new  late
+    0     0.094          0.266  0.094  0.031 | 0.079                0.368  | 0.289  0.429
+    1     0.141          0.172  0.141  0.156 | 0.358                0.283  | 0.330  0.000
+    2     0.156          0.344  0.156  0.312 | 0.566                0.679  | 0.489  0.917
+    median of 3: heldout_gain=0.172 control_gain=0.000 disc_gain=0.113 disc_control_gain=0.000
+                 ablation_delta=0.031 stage_new_tests=0.330 late_catch=0.429
+
+Against the goals: heldout_gain 0.172 (met: >= 0.15 and >= the control's 0 + 0.10), disc_gain
+0.113 over a control of 0 (met), ablation_delta 0.031 **missed** (>= 0.05; +0.234 at seed 0,
++0.016 and +0.031 at seeds 1 and 2), stage_new_tests 0.330 and late_catch 0.429 (met), 24.5
+min (met: <= 25). Of the adversarial arm's training samples that passed every baseline test
+(457 / 596 / 621), a valid discriminator test rejected 32 / 8 / 111. The baseline-only arm's
+pass@1 after training is that of ``baseline_pass_rate`` to the last digit: this family's
+baseline tests are main-path only, so a sample passes all of them or none (of its 640 training
+samples per seed, 0 / 0 / 1 passed some but not all).
+
+Before ``all_pass`` the generator's reward was the seeds' ``pass_rate`` (``--generator-reward
+pass_rate``; the figures below, measured 2026-11-26 and again on 2026-11-27, unchanged by the
+sampler changes named further down). Under group-relative advantages a pass rate lets a sample
+that one discriminator test rejects still rank above its group's mean when others fail more,
+and be reinforced; under ``all_pass`` the rejection makes its advantage negative
+(``tests/test_rewards.py`` pins this). It moved the adversarial arm's pass@1 after training
+from 0.281 / 0.172 / 0.297 to 0.266 / 0.172 / 0.344. One call of ``all_pass`` with
+``rewards.peer_tests: true`` (below) gave 0.062 / 0.172 / 0.359 (seed 0 lost its gain, as with
+the pass rate), medians heldout_gain=0.031 disc_gain=0.283 ablation_delta=0.031
+stage_new_tests=0.427 late_catch=0.429, 1500 s.
+
+With ``pass_rate`` (2026-11-26, the same settings otherwise)::
 
     seed  pass@1 before  adv    ctrl   base  | wrong caught before  adv    | new  late
     0     0.094          0.281  0.094  0.031 | 0.079                0.421  | 0.298  0.500
@@ -276,7 +308,7 @@ def main() -> int:
                         help="the generator's PPO learning rate (trained arms)")
     parser.add_argument("--disc-lr", type=float, default=0.0003,
                         help="the discriminator's PPO learning rate (trained arms)")
-    parser.add_argument("--generator-reward", default="pass_rate", choices=tuple(BASELINE_ONLY),
+    parser.add_argument("--generator-reward", default="all_pass", choices=tuple(BASELINE_ONLY),
                         help="the generator's reward in the trained arms (rewards.functions); "
                              "the ablation uses its baseline-only twin")
     parser.add_argument("--disc-steps", type=int, default=1, help="N discriminator steps")

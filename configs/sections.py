@@ -210,11 +210,16 @@ class SandboxConfig:
 class RewardConfig:
     """Which reward functions score each role, and their weights (all from execution only)."""
 
-    generator: dict[str, float] = field(default_factory=lambda: {"pass_rate": 1.0})
-    """Weighted sum of generator rewards: ``pass_rate`` (share of the valid tests passed), the
-    seed's ``shifted_pass_rate``, or ``all_pass`` (1 only when every valid test passes, the
-    suite's verdict); ``baseline_pass_rate`` and ``baseline_all_pass`` count the problem's own
-    tests alone (the ablation of ``benchmarks/learning.py``)."""
+    generator: dict[str, float] = field(default_factory=lambda: {"all_pass": 1.0})
+    """Weighted sum of generator rewards: ``all_pass`` (the default: 1 only when the code passes
+    every valid test, baseline and discriminator, the verdict held-out pass@1 gives), the seed's
+    ``pass_rate`` (share of the valid tests passed) or ``shifted_pass_rate`` (``pass_rate -
+    0.5``); ``baseline_all_pass`` and ``baseline_pass_rate`` count the problem's own tests alone
+    (the ablation of ``benchmarks/learning.py``). Why ``all_pass``: under group-relative
+    advantages a sample that one discriminator test rejects still ranks above a group of worse
+    samples by its pass rate and is reinforced; by ``all_pass`` that test makes its advantage
+    negative, so the discriminator's tests steer the generator (``docs/training.md``,
+    *Progressive tests*)."""
     discriminator: dict[str, float] = field(default_factory=lambda: {"progressive": 1.0})
     """Weighted sum of discriminator rewards: ``progressive`` (the default: what the training
     stage's valid tests add to the suite of the stages before it, so repeating an earlier

@@ -49,7 +49,9 @@ at the median of 3 seeds, in at most 25 minutes on 2 cores.
 Measured on 2026-11-27, one call at the defaults (``python benchmarks/learning.py``: seeds 0,
 1, 2; guards; generator reward ``all_pass``; stages 1-5 each 1 + 1 + 2 steps of 8 problems x 4
 samples, 80 new tokens; held-out 32 problems x 2 samples; generator lr 1e-4, discriminator
-3e-4; 2 quiet cores, 1472 s = 24.5 min: warm starts 279-289 s, arms 344-408 s)::
+3e-4; 2 quiet cores; two calls, the same figures to the last digit: 1472 s = 24.5 min, with
+the reward an option, and 1356 s = 22.6 min at the commit that made it the default: warm
+starts 259-264 s, arms 330-378 s)::
 
     seed  pass@1 before  adv    ctrl   base  | wrong caught before  adv    | new  late
     0     0.094          0.266  0.094  0.031 | 0.079                0.368  | 0.289  0.429
@@ -60,8 +62,8 @@ samples, 80 new tokens; held-out 32 problems x 2 samples; generator lr 1e-4, dis
 
 Against the goals: heldout_gain 0.172 (met: >= 0.15 and >= the control's 0 + 0.10), disc_gain
 0.113 over a control of 0 (met), ablation_delta 0.031 **missed** (>= 0.05; +0.234 at seed 0,
-+0.016 and +0.031 at seeds 1 and 2), stage_new_tests 0.330 and late_catch 0.429 (met), 24.5
-min (met: <= 25). Of the adversarial arm's training samples that passed every baseline test
++0.016 and +0.031 at seeds 1 and 2), stage_new_tests 0.330 and late_catch 0.429 (met), 22.6
+and 24.5 min (met: <= 25). Of the adversarial arm's training samples that passed every baseline test
 (457 / 596 / 621), a valid discriminator test rejected 32 / 8 / 111. The baseline-only arm's
 pass@1 after training is that of ``baseline_pass_rate`` to the last digit: this family's
 baseline tests are main-path only, so a sample passes all of them or none (of its 640 training

@@ -172,18 +172,21 @@ def test_limits_land_in_the_executions_rows_and_the_store(add, tmp_path):
     assert [r["limits"] for r in back] == [r["limits"] for r in rows]
 
 
-@pytest.mark.parametrize("table,fill", [("executions", {"limits": None, "executor": None,
-                                                       "node": None}),
-                                        ("rewards", {"masked": False, "n_infra_tests": 0})])
-def test_parts_of_the_previous_schema_version_still_read(add, tmp_path, table, fill):
-    """A run recorded before v2 (no limits, no mask) still resumes, replays and reports."""
+@pytest.mark.parametrize("table,version,fill", [
+    ("executions", 1, {"limits": None, "executor": None, "node": None}),
+    ("rewards", 1, {"masked": False, "n_infra_tests": 0}),
+    ("rewards", 5, {"all_pass": None, "baseline_all_pass": None})])
+def test_parts_of_the_previous_schema_version_still_read(add, tmp_path, table, version, fill):
+    """A run recorded before v2 (no limits, no mask), or before the all-pass rewards (v6),
+    still resumes, replays and reports."""
     rows, _, rewards = _run(add, [suite(add, 0, RIGHT, [GOOD])], {})
     store = RunStore(str(tmp_path), run_id="r")
     ptr = store.write(table, 1, "all", rows if table == "executions" else rewards)
     path = tmp_path / "run_id=r" / ptr.relpath
     old = pq.read_table(path).drop_columns(list(fill))
     pq.write_table(old.replace_schema_metadata({"artifacts.table": table,
-                                                "artifacts.schema_version": "1"}), path)
+                                                "artifacts.schema_version": str(version)}),
+                   path)
     back = store.read_table(table, step=1)
     assert back.schema.names[2:] == get_schema(table).names
     for col, value in fill.items():

@@ -81,8 +81,8 @@ the pass rate), medians heldout_gain=0.031 disc_gain=0.283 ablation_delta=0.031
 stage_new_tests=0.427 late_catch=0.429, 1500 s. One call with the discriminator trained twice
 before the generator in each stage (``--disc-steps 2 --gen-steps 1 --alt-steps 1``, the same
 number of steps, 1367 s): 0.047 / 0.172 / 0.297, medians heldout_gain=0.031 disc_gain=0.151
-ablation_delta=0.016 stage_new_tests=0.744 late_catch=0.739, seed 0's discriminator writing
-no valid test at the end.
+ablation_delta=0.016 stage_new_tests=0.744 late_catch=0.739 (seeds 1 and 2: seed 0's
+discriminator wrote no valid test at the end).
 
 With ``pass_rate`` (2026-11-26, the same settings otherwise)::
 

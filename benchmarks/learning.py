@@ -162,11 +162,11 @@ arm's: the same function over the problem's own tests alone)."""
 def arm_sets(arm: str, reward: str) -> list[str]:
     """The arm's ``--set`` overrides: the adversarial and control arms pay the generator by
     ``reward``, the ablation by its baseline-only twin; the control learns nothing."""
+    paid_by = BASELINE_ONLY[reward] if arm == "baseline_only" else reward
+    sets = [f"rewards.generator={{{paid_by}: 1.0}}"]
     if arm == "control":
-        return [f"rewards.generator={{{reward}: 1.0}}", "ppo.learning_rate=0",
-                "ppo.discriminator_learning_rate=0"]
-    return [f"rewards.generator={{{BASELINE_ONLY[reward] if arm == 'baseline_only' else reward}"
-            ": 1.0}"]
+        sets += ["ppo.learning_rate=0", "ppo.discriminator_learning_rate=0"]
+    return sets
 FIGURES = ("heldout_gain", "control_gain", "disc_gain", "disc_control_gain", "ablation_delta",
            "stage_new_tests", "late_catch")
 

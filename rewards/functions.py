@@ -49,20 +49,35 @@ def _scorable(outcome: SampleOutcome, what: str) -> None:
 
 
 # --- components --------------------------------------------------------------------------
+def _judged(outcome: SampleOutcome, cfg: RewardConfig, what: str, baseline_only: bool,
+            verdict: Callable[[list[bool]], float]) -> float:
+    """The generator's rewards share one rule: ``verdict`` of the passes of the valid,
+    deduplicated tests that judge it (the problem's own only when ``baseline_only``); no code:
+    0; no test to judge by: ``cfg.neutral``. A masked outcome is refused (``_scorable``)."""
+    _scorable(outcome, what)
+    if not outcome.code_ok:
+        return 0.0
+    passed = [t.passed for t in outcome.generator_tests
+              if not baseline_only or t.origin == "baseline"]
+    return verdict(passed) if passed else cfg.neutral
+
+
+def _share(passed: list[bool]) -> float:
+    return sum(passed) / len(passed)
+
+
+def _every(passed: list[bool]) -> float:
+    return float(all(passed))
+
+
 def generator_pass_rate(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     """Share of valid, deduplicated tests (baseline + discriminator) the final code passes.
 
     No code, or every test timed out: 0. No test to judge by: ``cfg.neutral``.
     """
-    _scorable(outcome, "generator_pass_rate")
-    if not outcome.code_ok:
-        return 0.0
-    tests = outcome.generator_tests
-    if not tests:
-        return cfg.neutral
     # All timeouts already score 0 here (a timeout is not a pass); the seed names it
     # explicitly, so the test suite pins it too.
-    return sum(t.passed for t in tests) / len(tests)
+    return _judged(outcome, cfg, "generator_pass_rate", False, _share)
 
 
 def validity(outcome: SampleOutcome, cfg: RewardConfig) -> float:
@@ -108,11 +123,7 @@ def baseline_pass_rate(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     >>> baseline_pass_rate(SampleOutcome(True, (_v(passed=False),)), cfg)  # none: neutral
     0.5
     """
-    _scorable(outcome, "baseline_pass_rate")
-    if not outcome.code_ok:
-        return 0.0
-    tests = [t for t in outcome.generator_tests if t.origin == "baseline"]
-    return sum(t.passed for t in tests) / len(tests) if tests else cfg.neutral
+    return _judged(outcome, cfg, "baseline_pass_rate", True, _share)
 
 
 def all_pass(outcome: SampleOutcome, cfg: RewardConfig) -> float:
@@ -132,11 +143,7 @@ def all_pass(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     >>> all_pass(SampleOutcome(False, (_v(),)), cfg), all_pass(SampleOutcome(True, ()), cfg)
     (0.0, 0.5)
     """
-    _scorable(outcome, "all_pass")
-    if not outcome.code_ok:
-        return 0.0
-    tests = outcome.generator_tests
-    return float(all(t.passed for t in tests)) if tests else cfg.neutral
+    return _judged(outcome, cfg, "all_pass", False, _every)
 
 
 def baseline_all_pass(outcome: SampleOutcome, cfg: RewardConfig) -> float:
@@ -149,11 +156,7 @@ def baseline_all_pass(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     >>> baseline_all_pass(SampleOutcome(True, (_v("baseline", passed=False), _v())), cfg)
     0.0
     """
-    _scorable(outcome, "baseline_all_pass")
-    if not outcome.code_ok:
-        return 0.0
-    tests = [t for t in outcome.generator_tests if t.origin == "baseline"]
-    return float(all(t.passed for t in tests)) if tests else cfg.neutral
+    return _judged(outcome, cfg, "baseline_all_pass", True, _every)
 
 
 def shifted_pass_rate(outcome: SampleOutcome, cfg: RewardConfig) -> float:

@@ -27,9 +27,12 @@ it (``share_before``): every arm starts from the same adapters with the same see
 each arm evaluated its own, the three rows were equal to the last digit.
 
 Per seed, first a diagnostic: of the adversarial arm's training samples whose code passed every
-baseline test, how many a valid discriminator test rejected (``generator/rejected_beyond_baseline``;
-with group-relative advantages these are the samples through which the discriminator's tests can
-change what the generator learns). Then per seed, and (last line) as medians over the seeds::
+baseline test, how many are wrong (their code fails the problem's hidden suite, run by this
+benchmark after training; no run sees it) and how many a valid discriminator test rejected
+(``generator/rejected_beyond_baseline``), and how many of those are among the wrong ones.
+With group-relative advantages these rejections are the only way the discriminator's tests can
+change what the generator learns, and the wrong ones are the room they have. Then per seed,
+and (last line) as medians over the seeds::
 
     heldout_gain=      adversarial pass@1 after - before
     control_gain=      control's
@@ -204,6 +207,7 @@ def flow_command(tmp: Path, job: Job, args: argparse.Namespace, model_dir: Path
             f"ppo.discriminator_learning_rate={args.disc_lr}", f"sampling.seed={job.seed}",
             f"evaluation.limit={args.heldout}", f"evaluation.samples={args.eval_samples}",
             f"sampling.max_new_tokens={args.max_new_tokens}"]
+    sets += args.set  # the caller's; the arm's own below win (its reward, the control's lr 0)
     if job.arm is None:  # the warm start and the "before" evaluation alone (no steps)
         sets += ["schedule.n_discriminator_steps=0", "schedule.n_generator_steps=0",
                  "schedule.k_alternating=0"]
@@ -266,18 +270,41 @@ def heldout(root: Path, run_id: str) -> list[dict]:
     return json.loads(path.read_text())
 
 
-def beyond_baseline(root: Path, run_id: str) -> tuple[int, int]:
-    """Over a run's steps: the scored samples whose code passed every baseline test, and how
-    many of them a valid discriminator test rejected (``generator/rejected_beyond_baseline``):
-    the samples through which the discriminator's tests can steer the generator at all."""
+def beyond_baseline(root: Path, run_id: str, family: str) -> dict[str, int]:
+    """Over a run's steps, its scored samples whose code passed every baseline test
+    (``passing``); how many of them are wrong (their code fails the problem's hidden suite, run
+    here after training: no run sees it); and how many of those a valid discriminator test
+    rejected (``generator/rejected_beyond_baseline``). ``wrong`` is the room the discriminator's
+    tests have to change what the generator learns (with group-relative advantages, only
+    through such samples); ``rejected`` is how much of it they used."""
     from artifacts import RunStore  # deferred as in main
+    from configs.schema import SandboxConfig
+    from models.parsing import parse_code
+    from pipeline.execution import sandbox_runner
     from pipeline.metrics import passes_baseline, rejected_beyond_baseline
+    from problems.family import hidden_tests
+    from problems.loaders import load_problems
 
+    problems = {p.id: p for p in load_problems(f"family:{family}:train")}
     store = RunStore(str(root), run_id)
-    passing = [r for step in store.list_steps()
-               for r in store.read_table("rewards", step=step).to_pylist()
-               if not r["masked"] and passes_baseline(r)]
-    return sum(map(rejected_beyond_baseline, passing)), len(passing)
+    samples = []  # (problem, code, rejected) per baseline-passing sample
+    for step in store.list_steps():
+        code_text = {(c["problem_id"], c["sample_idx"]): c["output_text"]
+                     for c in store.read_table("chains", step=step).to_pylist()
+                     if c["role"] == "generator" and c["stage"] == 5}
+        for r in store.read_table("rewards", step=step).to_pylist():
+            if not r["masked"] and passes_baseline(r):
+                problem = problems[r["problem_id"]]
+                code = parse_code(code_text[(r["problem_id"], r["sample_idx"])],
+                                  problem.entry_point).code
+                samples.append((problem, code, rejected_beyond_baseline(r)))
+    distinct = sorted({(p.id, code) for p, code, _ in samples})
+    verdicts = sandbox_runner(SandboxConfig())(
+        [(problems[pid].program(code), hidden_tests(pid)) for pid, code in distinct])
+    wrong = {key for key, out in zip(distinct, verdicts, strict=True) if not out.all_passed}
+    return {"passing": len(samples), "wrong": sum((p.id, c) in wrong for p, c, _ in samples),
+            "rejected": sum(rej for _, _, rej in samples),
+            "rejected_wrong": sum(rej and (p.id, c) in wrong for p, c, rej in samples)}
 
 
 def figures(results: dict[str, list[dict]]) -> dict[str, float | None]:
@@ -326,6 +353,9 @@ def main() -> int:
     parser.add_argument("--eval-samples", type=int, default=2, help="samples per held-out one")
     parser.add_argument("--max-new-tokens", type=int, default=80,
                         help="tokens per stage output (a guards solution is ~64)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config override for every run (as flows.train's --set), e.g. "
+                             "rewards.peer_tests=true; repeatable")
     parser.add_argument("--parallel", type=int, default=3,
                         help="runs at once (each uses one thread for torch)")
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
@@ -351,7 +381,7 @@ def main() -> int:
         run_all(tmp, jobs, args, model_dir)
         results = {seed: {arm: heldout(tmp / "runs", f"s{seed}-{arm}") for arm in ARMS}
                    for seed in args.seeds}
-        beyond = {seed: beyond_baseline(tmp / "runs", f"s{seed}-adversarial")
+        beyond = {seed: beyond_baseline(tmp / "runs", f"s{seed}-adversarial", args.family)
                   for seed in args.seeds}
     elapsed = time.perf_counter() - began
 
@@ -367,11 +397,12 @@ def main() -> int:
           f"(discriminator {args.disc_lr}); stages {args.stages}, each "
           f"{args.disc_steps} + {args.gen_steps} + {args.alt_steps} steps of {args.problems} "
           f"problems x {args.samples} samples; held-out {args.heldout} problems x "
-          f"{args.eval_samples}; per run: " + ", ".join(f"{j.run_id} {j.seconds:.0f} s"
-                                                       for j in jobs))
-    for seed, (rejected, passing) in beyond.items():
-        print(f"seed {seed}, adversarial: of the {passing} training samples passing every "
-              f"baseline test, a valid discriminator test rejected {rejected}")
+          f"{args.eval_samples}; overrides {args.set or 'none'}; per run: "
+          + ", ".join(f"{j.run_id} {j.seconds:.0f} s" for j in jobs))
+    for seed, b in beyond.items():
+        print(f"seed {seed}, adversarial: of the {b['passing']} training samples passing every "
+              f"baseline test, {b['wrong']} fail the hidden suite; a valid discriminator test "
+              f"rejected {b['rejected']} ({b['rejected_wrong']} of the wrong ones)")
     for seed, values in per_seed.items():
         print(f"seed {seed}: {line(values)}")
     medians = {k: (statistics.median(v) if (v := [s[k] for s in per_seed.values()

@@ -72,6 +72,25 @@ pass@1 after training is that of ``baseline_pass_rate`` to the last digit: this 
 baseline tests are main-path only, so a sample passes all of them or none (of its 640 training
 samples per seed, 0 / 0 / 1 passed some but not all).
 
+The same call on another machine (B: 2 cores, an AVX-512 Xeon at 2.5 GHz, slower; 2163 s =
+36 min, arms 527-622 s, the first 4 min beside ``make vllm``) gave other figures from the warm
+start on (pass@1 before 0.047 / 0.188 / 0.109), with the same code, pins and seeds: a run is
+repeatable on one machine, not across CPUs (their floating-point kernels, most likely), so B
+is a second draw of the experiment::
+
+    seed  pass@1 before  adv    ctrl   base  | wrong caught before  adv    | new  late
+    0     0.047          0.188  0.047  0.031 | 0.448                0.983  | 0.623  0.754
+    1     0.188          0.203  0.188  0.188 | 0.429                0.490  | 0.444  0.833
+    2     0.109          0.203  0.109  0.234 | 0.820                0.840  | 0.921  0.738
+    median of 3: heldout_gain=0.094 control_gain=0.000 disc_gain=0.061 disc_control_gain=0.000
+                 ablation_delta=0.016 stage_new_tests=0.623 late_catch=0.754
+
+Against the goals on B: heldout_gain and disc_gain **missed**, ablation_delta **missed**,
+stage_new_tests and late_catch met, 36 min **missed** (> 25). Of the adversarial arm's
+training samples passing every baseline test (589 / 614 / 578), 519 / 391 / 482 fail the
+hidden suite, and the discriminator's valid tests rejected 203 / 15 / 183 (all among those):
+the room for its tests is large, its recall on it (39% / 4% / 38%) is what is small.
+
 Before ``all_pass`` the generator's reward was the seeds' ``pass_rate`` (``--generator-reward
 pass_rate``; the figures below, measured 2026-11-26 and again on 2026-11-27, unchanged by the
 sampler changes named further down). Under group-relative advantages a pass rate lets a sample

@@ -89,7 +89,12 @@ Against the goals on B: heldout_gain and disc_gain **missed**, ablation_delta **
 stage_new_tests and late_catch met, 36 min **missed** (> 25). Of the adversarial arm's
 training samples passing every baseline test (589 / 614 / 578), 519 / 391 / 482 fail the
 hidden suite, and the discriminator's valid tests rejected 203 / 15 / 183 (all among those):
-the room for its tests is large, its recall on it (39% / 4% / 38%) is what is small.
+the room for its tests is large, its recall on it (39% / 4% / 38%) is small. With peer tests
+(``--set rewards.peer_tests=true``, one call on B, 2404 s) they rejected 313 / 16 / 262 of 530 /
+391 / 460 wrong samples (59% / 4% / 57%), yet pass@1 after training was 0.219 / 0.203 / 0.188
+(adversarial) against 0.031 / 0.188 / 0.234 (baseline-only, unchanged): medians
+heldout_gain=0.078 disc_gain=0.061 ablation_delta=0.016 stage_new_tests=0.527
+late_catch=0.857. More rejections at seed 2 did not make a better generator in these steps.
 
 Before ``all_pass`` the generator's reward was the seeds' ``pass_rate`` (``--generator-reward
 pass_rate``; the figures below, measured 2026-11-26 and again on 2026-11-27, unchanged by the

@@ -19,6 +19,7 @@ import torch
 
 from configs.schema import LoraConfig, ModelConfig, SamplingConfig
 from models.engine.client import EngineError, vllm_python
+from models.engine.sampler import remove_orphaned_weights
 from models.tiny import TinySpec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -241,3 +242,5 @@ def test_engine_dies_with_a_killed_parent(tiny_model_dir, tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+        proc.wait()
+        remove_orphaned_weights()  # the killed parent's push folder: what its close would do

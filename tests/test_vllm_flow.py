@@ -18,6 +18,7 @@ from test_vllm_engine import ENGINE_ATOL
 
 from artifacts import RunStore
 from models.engine.client import EngineError, vllm_python
+from models.engine.sampler import remove_orphaned_weights
 
 REPO = Path(__file__).resolve().parent.parent
 RUN = "vllm-flow"
@@ -139,3 +140,4 @@ def test_kill_9_of_a_vllm_run_leaves_no_engine(tiny_model_dir, tmp_path):
         assert not alive, "the vLLM engine outlived the killed run"
     finally:
         kill_group(proc)
+        remove_orphaned_weights()  # the killed run's push folder: what its close would do

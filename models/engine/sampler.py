@@ -73,17 +73,27 @@ WEIGHTS_PREFIX = "vllm-weights-"
 
 def weights_dir(root: Path | None = None) -> Path:
     """A new folder for this process's merged-weight pushes, ``vllm-weights-<pid>-*`` in
-    ``root`` (default: memory, ``/dev/shm``, where there is one: 5x faster than a disk at
-    Qwen2.5-0.5B's 1.4 GB per push). Folders of processes that are gone (a ``kill -9``
-    skips :meth:`VllmSampler.close`) are removed first, so they do not pile up in memory."""
-    if root is None:
-        shm = Path("/dev/shm")
-        root = shm if shm.is_dir() else Path(tempfile.gettempdir())
-    for old in root.glob(f"{WEIGHTS_PREFIX}*-*"):
+    ``root`` (default :func:`weights_root`). Folders of processes that are gone are removed
+    first (:func:`remove_orphaned_weights`), so they do not pile up in memory."""
+    root = weights_root() if root is None else root
+    remove_orphaned_weights(root)
+    return Path(tempfile.mkdtemp(prefix=f"{WEIGHTS_PREFIX}{os.getpid()}-", dir=root))
+
+
+def weights_root() -> Path:
+    """Where pushes go: memory, ``/dev/shm``, where there is one (5x faster than a disk at
+    Qwen2.5-0.5B's 1.4 GB per push), else the temporary folder."""
+    shm = Path("/dev/shm")
+    return shm if shm.is_dir() else Path(tempfile.gettempdir())
+
+
+def remove_orphaned_weights(root: Path | None = None) -> None:
+    """Remove the push folders in ``root`` of processes that are gone: a ``kill -9`` skips
+    :meth:`VllmSampler.close`, which removes its own."""
+    for old in (weights_root() if root is None else root).glob(f"{WEIGHTS_PREFIX}*-*"):
         pid = old.name.removeprefix(WEIGHTS_PREFIX).split("-", 1)[0]
         if pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(old, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f"{WEIGHTS_PREFIX}{os.getpid()}-", dir=root))
 
 
 def _alive(pid: int) -> bool:

@@ -278,6 +278,7 @@ def serve_and_poll(command: str, cwd: Path, env: dict[str, str], port: int) -> s
                 time.sleep(0.5)
         return f"no HTTP 200 on port {port} (exit code {proc.poll()})"
     finally:
+        stores = huey_stores(proc.pid)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
             try:
@@ -285,6 +286,28 @@ def serve_and_poll(command: str, cwd: Path, env: dict[str, str], port: int) -> s
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+        for store in stores:
+            shutil.rmtree(store, ignore_errors=True)
+
+
+def huey_stores(pid: int) -> set[str]:
+    """The job-queue folders (``_MLFLOW_HUEY_STORAGE_PATH``) of an MLflow server's processes
+    under ``pid``: the server makes one in ``/dev/shm`` at every start and never removes it."""
+    import psutil
+
+    stores = set()
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return stores
+    for child in children:
+        try:
+            store = child.environ().get("_MLFLOW_HUEY_STORAGE_PATH")
+        except psutil.Error:
+            continue
+        if store:
+            stores.add(store)
+    return stores
 
 
 NOISE = ("Traceback (most recent call last)", "SyntaxWarning")

@@ -302,10 +302,13 @@ def beyond_baseline(root: Path, run_id: str, family: str) -> dict[str, int]:
     tests have to change what the generator learns (with group-relative advantages, only
     through such samples); ``rejected`` is how much of it they used."""
     from artifacts import RunStore  # deferred as in main
+    from configs.names import CODE_STAGE
     from configs.schema import SandboxConfig
     from models.parsing import parse_code
     from pipeline.execution import sandbox_runner
     from pipeline.metrics import passes_baseline, rejected_beyond_baseline
+    from pipeline.parts import chain_part
+    from pipeline.stepwork import read_rows
     from problems.family import hidden_tests
     from problems.loaders import load_problems
 
@@ -313,9 +316,9 @@ def beyond_baseline(root: Path, run_id: str, family: str) -> dict[str, int]:
     store = RunStore(str(root), run_id)
     samples = []  # (problem, code, rejected) per baseline-passing sample
     for step in store.list_steps():
-        code_text = {(c["problem_id"], c["sample_idx"]): c["output_text"]
-                     for c in store.read_table("chains", step=step).to_pylist()
-                     if c["role"] == "generator" and c["stage"] == 5}
+        code_text = {(c["problem_id"], c["sample_idx"]): c["output_text"]  # as load_suites
+                     for c in read_rows(store, step, chain_part("generator", CODE_STAGE),
+                                        ["problem_id", "sample_idx", "output_text"])}
         for r in store.read_table("rewards", step=step).to_pylist():
             if not r["masked"] and passes_baseline(r):
                 problem = problems[r["problem_id"]]

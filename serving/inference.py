@@ -20,7 +20,9 @@ No Prefect here.
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
+import weakref
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -68,19 +70,27 @@ class InferenceEngine(ChainSolver):
         cfg = cfg or TrainConfig()
         if cfg.model.cpu_threads:
             torch.set_num_threads(cfg.model.cpu_threads)
+        # Downloads (a registry version's checkpoint, its bundled base model) land here and
+        # live as long as the engine: a sampler started later may read the base from it.
         workdir = Path(tempfile.mkdtemp(prefix="inference-"))
-        gen = resolve_source(model or cfg.model.generator, cfg, workdir, tracker)
-        disc = None
-        if discriminator == "auto":
-            other = sibling(gen.spec)
-            if other:
-                try:
-                    disc = resolve_source(other, cfg, workdir, tracker)
-                except ValueError:  # no discriminator under that alias: fresh adapter
-                    disc = None
-        elif discriminator:
-            disc = resolve_source(discriminator, cfg, workdir, tracker)
-        return cls.from_sources(gen, disc, cfg)
+        try:
+            gen = resolve_source(model or cfg.model.generator, cfg, workdir, tracker)
+            disc = None
+            if discriminator == "auto":
+                other = sibling(gen.spec)
+                if other:
+                    try:
+                        disc = resolve_source(other, cfg, workdir, tracker)
+                    except ValueError:  # no discriminator under that alias: fresh adapter
+                        disc = None
+            elif discriminator:
+                disc = resolve_source(discriminator, cfg, workdir, tracker)
+            engine = cls.from_sources(gen, disc, cfg)
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        weakref.finalize(engine, shutil.rmtree, workdir, ignore_errors=True)
+        return engine
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, cfg: TrainConfig | None = None,

@@ -164,6 +164,26 @@ def test_registry_alias_loads_both_roles_verified(registry):
         InferenceEngine.load("rt-generator@nope", cfg, tracker=tracker)
 
 
+def test_download_folder_lives_as_long_as_the_engine(registry, tmp_path, monkeypatch):
+    """A registry version is downloaded into a temporary folder the engine may read again (its
+    bundled base); it goes with the engine, and at once when loading fails."""
+    import gc
+
+    from serving.inference import InferenceEngine
+
+    cfg, tracker, _ = registry
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    engine = InferenceEngine.load("rt-generator@champion", cfg, tracker=tracker)
+    (folder,) = tmp_path.glob("inference-*")
+    assert any(p.is_file() for p in folder.rglob("*"))  # the verified checkpoint
+    del engine
+    gc.collect()
+    assert not folder.exists()
+    with pytest.raises(ValueError, match="alias 'nope'"):
+        InferenceEngine.load("rt-generator@nope", cfg, tracker=tracker)
+    assert list(tmp_path.glob("inference-*")) == []
+
+
 @pytest.mark.slow  # a fresh interpreter importing torch + transformers + mlflow: 10-30 s
 def test_cli_infers_from_a_registry_alias_in_a_fresh_process(registry, tiny_model_dir,
                                                              tmp_path):

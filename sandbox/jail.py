@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sandbox.jailside.layout import test_path
+from sandbox.owned import owned_tempdir
 
 log = logging.getLogger("sandbox")
 JUDGE_PACKAGES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "py")
@@ -68,11 +69,16 @@ def _judge_sources() -> dict[str, str]:
     return found
 
 
+JUDGE_PREFIX = "sandbox-judge-"
+
+
 def judge_files() -> tuple[dict[str, str], str]:
     """The judge site's packages and the folder of placeholder test files (empty, read-only
     to jailed code), made once per process."""
     if "tests" not in _detected:
-        folder = tempfile.mkdtemp(prefix="sandbox-judge-")
+        # pid-named: a worker that ends without atexit (os._exit, a kill) leaves it behind,
+        # and the next process to make one removes it
+        folder = str(owned_tempdir(JUDGE_PREFIX))
         tests = os.path.join(folder, "tests")
         os.mkdir(tests)
         for i in range(MAX_TESTS):

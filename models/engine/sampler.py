@@ -30,7 +30,6 @@ the processed distribution the token was drawn from, and one seed per sample
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import time
@@ -48,6 +47,7 @@ from models.generation import Generation, GenerationBatch, stop_token_ids
 from models.merged import merged_weights
 from models.policy import Policies
 from models.prompts import Prompt
+from sandbox.owned import owned_tempdir, remove_orphans
 
 SEED_MODULUS = 2 ** 63
 
@@ -75,9 +75,7 @@ def weights_dir(root: Path | None = None) -> Path:
     """A new folder for this process's merged-weight pushes, ``vllm-weights-<pid>-*`` in
     ``root`` (default :func:`weights_root`). Folders of processes that are gone are removed
     first (:func:`remove_orphaned_weights`), so they do not pile up in memory."""
-    root = weights_root() if root is None else root
-    remove_orphaned_weights(root)
-    return Path(tempfile.mkdtemp(prefix=f"{WEIGHTS_PREFIX}{os.getpid()}-", dir=root))
+    return owned_tempdir(WEIGHTS_PREFIX, weights_root() if root is None else root)
 
 
 def weights_root() -> Path:
@@ -90,20 +88,7 @@ def weights_root() -> Path:
 def remove_orphaned_weights(root: Path | None = None) -> None:
     """Remove the push folders in ``root`` of processes that are gone: a ``kill -9`` skips
     :meth:`VllmSampler.close`, which removes its own."""
-    for old in (weights_root() if root is None else root).glob(f"{WEIGHTS_PREFIX}*-*"):
-        pid = old.name.removeprefix(WEIGHTS_PREFIX).split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(old, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's: alive, and not ours to remove
-        return True
-    return True
+    remove_orphans(WEIGHTS_PREFIX, weights_root() if root is None else root)
 
 
 class VllmSampler:

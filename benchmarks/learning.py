@@ -21,10 +21,12 @@ purpose), PPO uses the ``train`` split, and each run is evaluated on the ``heldo
 (never trained on, judged on hidden suites) before its first step and after its last training
 stage (``evaluation.each_stage=false``; ``pipeline/heldout.py``). Training covers all five
 chain stages in order, each in the N + N + K pattern. Every seed's warm start, then every arm,
-run as separate processes, ``--parallel`` at a time (one torch thread each). The "before"
-evaluation is made once per seed, by the warm-start run, and each arm's run store starts with
-it (``share_before``): every arm starts from the same adapters with the same seeds, and when
-each arm evaluated its own, the three rows were equal to the last digit.
+run as separate processes, ``--parallel`` at a time (one torch thread each), on one
+temporary Prefect server the benchmark starts for them, in the call's own folder (its
+``.cache`` too: the warm starts it saves are keyed on its model's path and serve no other
+call). The "before" evaluation is made once per seed, by the warm-start run, and each arm's
+run store starts with it (``share_before``): every arm starts from the same adapters with the
+same seeds, and when each arm evaluated its own, the three rows were equal to the last digit.
 
 Per seed, first a diagnostic: of the adversarial arm's training samples whose code passed every
 baseline test, how many are wrong (their code fails the problem's hidden suite, run by this
@@ -172,6 +174,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -214,8 +217,8 @@ class Job:
         return f"s{self.seed}-{self.arm or 'warmup'}"
 
 
-def flow_command(tmp: Path, job: Job, args: argparse.Namespace, model_dir: Path
-                 ) -> tuple[list[str], dict[str, str]]:
+def flow_command(tmp: Path, job: Job, args: argparse.Namespace, model_dir: Path,
+                 api_url: str) -> tuple[list[str], dict[str, str]]:
     fam = f"family:{args.family}"
     sets = [f"model.generator={model_dir}", f"artifacts.root={tmp / 'runs'}",
             f"tracking.tracking_uri=sqlite:///{tmp / (job.run_id + '.db')}",
@@ -242,12 +245,15 @@ def flow_command(tmp: Path, job: Job, args: argparse.Namespace, model_dir: Path
     for s in sets:
         cmd += ["--set", s]
     env = {**os.environ, "PREFECT_HOME": str(tmp / f"prefect-{job.run_id}"),
-           "PYTHONPATH": str(REPO), "MLFLOW_DISABLE_TELEMETRY": "true"}
+           "PREFECT_API_URL": api_url, "PYTHONPATH": str(REPO),
+           "MLFLOW_DISABLE_TELEMETRY": "true"}
     return cmd, env
 
 
-def run_all(tmp: Path, jobs: list[Job], args: argparse.Namespace, model_dir: Path) -> None:
-    """Every job, at most ``args.parallel`` at a time, each arm after its seed's warm start."""
+def run_all(tmp: Path, jobs: list[Job], args: argparse.Namespace, model_dir: Path,
+            api_url: str) -> None:
+    """Every job, at most ``args.parallel`` at a time, each arm after its seed's warm start,
+    all on the Prefect API at ``api_url``."""
     pending, running, done = list(jobs), [], set()
     while pending or running:
         for job in list(running):
@@ -264,14 +270,29 @@ def run_all(tmp: Path, jobs: list[Job], args: argparse.Namespace, model_dir: Pat
                 break
             if job.arm is not None:
                 share_before(tmp / "runs", job)
-            cmd, env = flow_command(tmp, job, args, model_dir)
+            cmd, env = flow_command(tmp, job, args, model_dir, api_url)
             log = open(tmp / f"{job.run_id}.log", "w")
-            job.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log,
+            job.proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=log,
                                         stderr=subprocess.STDOUT)
             job.began = time.perf_counter()
             pending.remove(job)
             running.append(job)
         time.sleep(0.5)
+
+
+@contextlib.contextmanager
+def prefect_server(home: Path) -> Iterator[str]:
+    """One temporary Prefect server (``deployments.server``) for every run of the call, its
+    API URL: each run would start its own otherwise, ~18 CPU seconds apiece on these cores
+    (measured with three runs beside it), twelve times over. It dies with this process."""
+    os.environ["PREFECT_HOME"] = str(home)  # before Prefect reads its settings
+    from deployments.server import TemporaryServer, startup_timeout_s  # deferred: Prefect
+
+    server = TemporaryServer()
+    try:
+        yield server.start(startup_timeout_s())
+    finally:
+        server.stop()
 
 
 def share_before(root: Path, job: Job) -> None:
@@ -405,7 +426,8 @@ def main() -> int:
         model_dir = build_tiny_model(tmp / "tiny")
         print(f"{len(jobs)} runs ({len(args.seeds)} warm starts, then {len(ARMS)} arms per "
               f"seed), {args.parallel} at a time", flush=True)
-        run_all(tmp, jobs, args, model_dir)
+        with prefect_server(tmp / "prefect") as api_url:
+            run_all(tmp, jobs, args, model_dir, api_url)
         results = {seed: {arm: heldout(tmp / "runs", f"s{seed}-{arm}") for arm in ARMS}
                    for seed in args.seeds}
         beyond = {seed: beyond_baseline(tmp / "runs", f"s{seed}-adversarial", args.family)

@@ -289,6 +289,7 @@ def prefect_server(home: Path) -> Iterator[str]:
     API URL: each run would start its own otherwise, ~18 CPU seconds apiece on these cores
     (measured with three runs beside it), twelve times over. It dies with this process."""
     os.environ["PREFECT_HOME"] = str(home)  # before Prefect reads its settings
+    import flows  # noqa: F401  its environment defaults, as every run's: no analytics service
     from deployments.server import TemporaryServer, startup_timeout_s  # deferred: Prefect
 
     server = TemporaryServer()

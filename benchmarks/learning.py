@@ -75,8 +75,9 @@ baseline tests are main-path only, so a sample passes all of them or none (of it
 samples per seed, 0 / 0 / 1 passed some but not all).
 
 The same call on another machine (B: 2 cores, an AVX-512 Xeon at 2.5 GHz, slower; 2163 s =
-36 min, arms 527-622 s, the first 4 min beside ``make vllm``) gave other figures from the warm
-start on (pass@1 before 0.047 / 0.188 / 0.109), with the same code, pins and seeds: a run is
+36 min, arms 527-622 s, the first 4 min beside ``make vllm``; again at fc4f680 with all runs on
+one Prefect server, 2180 s: warm starts 324-327 s instead of 374-400, arms 533-655 s, the same
+figures to the last digit) gave other figures from the warm start on (pass@1 before 0.047 / 0.188 / 0.109), with the same code, pins and seeds: a run is
 repeatable on one machine, not across CPUs (their floating-point kernels, most likely), so B
 is a second draw of the experiment::
 

@@ -77,9 +77,10 @@ samples per seed, 0 / 0 / 1 passed some but not all).
 The same call on another machine (B: 2 cores, an AVX-512 Xeon at 2.5 GHz, slower; 2163 s =
 36 min, arms 527-622 s, the first 4 min beside ``make vllm``; again at fc4f680 with all runs on
 one Prefect server, 2180 s: warm starts 324-327 s instead of 374-400, arms 533-655 s, the same
-figures to the last digit) gave other figures from the warm start on (pass@1 before 0.047 / 0.188 / 0.109), with the same code, pins and seeds: a run is
-repeatable on one machine, not across CPUs (their floating-point kernels, most likely), so B
-is a second draw of the experiment::
+figures to the last digit) gave other figures from the warm start on (pass@1 before 0.047 /
+0.188 / 0.109), with the same code, pins and seeds: a run is repeatable on one machine, not
+across CPUs (their floating-point kernels, most likely), so B is a second draw of the
+experiment::
 
     seed  pass@1 before  adv    ctrl   base  | wrong caught before  adv    | new  late
     0     0.047          0.188  0.047  0.031 | 0.448                0.983  | 0.623  0.754
@@ -426,7 +427,7 @@ def main() -> int:
     jobs += [Job(seed, arm, after=[f"s{seed}-warmup"]) for arm in ARMS for seed in args.seeds]
     with (contextlib.nullcontext(str(args.keep)) if args.keep
           else tempfile.TemporaryDirectory(prefix="learning-")) as name:
-        tmp = Path(name)
+        tmp = Path(name).resolve()  # the runs work in it: every path they are given is absolute
         tmp.mkdir(parents=True, exist_ok=True)
         model_dir = build_tiny_model(tmp / "tiny")
         print(f"{len(jobs)} runs ({len(args.seeds)} warm starts, then {len(ARMS)} arms per "

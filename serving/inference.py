@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 import weakref
 from collections.abc import Sequence
 from dataclasses import replace
@@ -36,6 +35,7 @@ from configs.schema import LoraConfig, TrainConfig
 from models.policy import Policies
 from models.stages import get_stage
 from pipeline.solver import REASONING_STAGES, ChainSolver, InferenceResult
+from sandbox.owned import owned_tempdir
 from serving.sources import ModelSource, resolve_source, sibling
 
 __all__ = ["InferenceEngine", "InferenceResult", "format_result"]
@@ -71,8 +71,10 @@ class InferenceEngine(ChainSolver):
         if cfg.model.cpu_threads:
             torch.set_num_threads(cfg.model.cpu_threads)
         # Downloads (a registry version's checkpoint, its bundled base model) land here and
-        # live as long as the engine: a sampler started later may read the base from it.
-        workdir = Path(tempfile.mkdtemp(prefix="inference-"))
+        # live as long as the engine: a sampler started later may read the base from it. Named
+        # by pid: a run stopped past its grace period (os._exit) skips the finalizer, and the
+        # next load removes what it left.
+        workdir = owned_tempdir("inference-")
         try:
             gen = resolve_source(model or cfg.model.generator, cfg, workdir, tracker)
             disc = None

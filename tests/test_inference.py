@@ -175,6 +175,7 @@ def test_download_folder_lives_as_long_as_the_engine(registry, tmp_path, monkeyp
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     engine = InferenceEngine.load("rt-generator@champion", cfg, tracker=tracker)
     (folder,) = tmp_path.glob("inference-*")
+    assert folder.name.startswith(f"inference-{os.getpid()}-")  # the next load's to sweep
     assert any(p.is_file() for p in folder.rglob("*"))  # the verified checkpoint
     del engine
     gc.collect()

@@ -262,8 +262,8 @@ def start_mlflow(stack: Stack, folder: Path, pg_port: int) -> Service:
     url = f"http://127.0.0.1:{port}"
     artifacts = folder / "mlflow-artifacts"
     artifacts.mkdir(exist_ok=True)
-    # No job execution: its queue (GenAI evaluation jobs, which nothing here submits) is a
-    # folder the server makes in /dev/shm at every start and never removes, and two consumers
+    # No job execution (MLflow's GenAI jobs, which nothing here submits): its queue is a
+    # folder the server makes in /dev/shm at every start and never removes.
     env = {**clean_env(), "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "1",
            "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     mlflow = Path(sys.executable).with_name("mlflow")

@@ -1,10 +1,10 @@
 """Temporary folders owned by a process: named by its pid, removed by the next one when it is gone.
 
 A process removes its own folders when it exits normally (``atexit``, a ``close``), but a
-``kill -9``, an ``os._exit`` (forked and pool workers end that way) or a crash skips that, and
-such folders would pile up in ``/tmp`` or ``/dev/shm``. So each folder is named
-``<prefix><pid>-<random>`` and making one first removes those of the same prefix whose process
-is gone. Only this naming scheme is touched, and never a live process's folder (a reused pid
+``kill -9``, an ``os._exit`` (how forked children and a run stopped past its grace end) or a
+crash skips that, and such folders would pile up in ``/tmp`` or ``/dev/shm``. So each folder is
+named ``<prefix><pid>-<random>`` and making one first removes those of the same prefix whose
+process is gone. Only this naming scheme is touched, and never a live process's folder (a reused pid
 keeps a dead process's folder until that pid is gone too: a leak delayed, never a folder
 removed under its owner).
 """

@@ -1,5 +1,5 @@
 """Process-owned temporary folders (``sandbox.owned``): the sandbox's judge folder is left
-behind by a process that ends without ``atexit`` (a pool worker's ``os._exit``, a kill), and the
+behind by a process that ends without ``atexit`` (an ``os._exit``, a kill), and the
 next process to make one removes it; a live process's folder is never touched."""
 
 from __future__ import annotations

@@ -101,7 +101,10 @@ heldout_gain=0.078 disc_gain=0.061 ablation_delta=0.016 stage_new_tests=0.527
 late_catch=0.857. More rejections at seed 2 did not make a better generator in these steps.
 Groups of 8 samples of 4 problems a step (``--problems 4 --samples 8``, the same sampling cost;
 one call on B, 2300 s): medians heldout_gain=0.062 disc_gain=0.052 ablation_delta=0.047
-stage_new_tests=0.636 late_catch=0.511 (per seed in ``docs/training.md``).
+stage_new_tests=0.636 late_catch=0.511 (per seed in ``docs/training.md``). Two PPO passes per
+step (``--set ppo.epochs=2``, B, stopped after the adversarial arms): pass@1 after 0.000 /
+0.219 / 0.219, heldout_gain median 0.031; seed 0's generator and seed 1's discriminator
+collapsed.
 
 Before ``all_pass`` the generator's reward was the seeds' ``pass_rate`` (``--generator-reward
 pass_rate``; the figures below, measured 2026-11-26 and again on 2026-11-27, unchanged by the

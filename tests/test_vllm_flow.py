@@ -17,9 +17,8 @@ from test_train_flow import EPHEMERAL_SERVER_STARTUP_S, overrides
 from test_vllm_engine import ENGINE_ATOL
 
 from artifacts import RunStore
-from models.engine.client import ENGINE_TMP_PREFIX, EngineError, vllm_python
+from models.engine.client import EngineError, vllm_python
 from models.engine.sampler import remove_orphaned_weights
-from sandbox.owned import remove_orphans
 
 REPO = Path(__file__).resolve().parent.parent
 RUN = "vllm-flow"
@@ -142,4 +141,3 @@ def test_kill_9_of_a_vllm_run_leaves_no_engine(tiny_model_dir, tmp_path):
     finally:
         kill_group(proc)
         remove_orphaned_weights()  # the killed run's push folder: what its close would do
-        remove_orphans(ENGINE_TMP_PREFIX)  # and its engine's temporary folder

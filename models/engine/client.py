@@ -12,30 +12,18 @@ however it dies (``kill -9`` included) the engine exits within a second (``worke
 
 from __future__ import annotations
 
-import getpass
 import os
-import re
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from sandbox.owned import owned_tempdir
-
 ROOT = Path(__file__).resolve().parent.parent.parent
 WORKER = Path(__file__).resolve().parent / "worker.py"
 VLLM_ENV = ".venv-vllm"
-ENGINE_TMP_PREFIX = "vllm-engine-"
-"""The engine's own temporary folder (``TMPDIR``), ``<tmp>/vllm-engine-<pid>-*``: vLLM's
-single-process engine meets itself through a ``file://`` store, ``vllm_dist_<uuid>`` in the
-temporary folder, and never removes it (one file per engine start: 12 were left in ``/tmp`` by a
-day of tests). It goes with :meth:`EngineClient.close`; after a ``kill -9`` of the trainer, the
-next engine start removes it (``sandbox.owned``)."""
 
 
 class EngineError(RuntimeError):
@@ -64,7 +52,6 @@ class EngineClient:
         self.threads = threads
         self.process: subprocess.Popen | None = None
         self._conn: Connection | None = None
-        self.tmp: Path | None = None
         self.start_seconds = 0.0
 
     def start(self, settings: dict[str, Any]) -> float:
@@ -85,11 +72,11 @@ class EngineClient:
                # could outlive it
                "TORCHINDUCTOR_COMPILE_THREADS": "1",
                "VLLM_CPU_KVCACHE_SPACE": str(settings.pop("kv_cache_gib", 1))}
-        self.tmp = owned_tempdir(ENGINE_TMP_PREFIX)
-        env["TMPDIR"] = str(self.tmp)
-        # torch.compile's cache stays where it was (in the shared temporary folder, as torch
-        # names it), to serve later engine starts, not go with this one
-        env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(inductor_cache_dir()))
+        # TMPDIR stays the trainer's. vLLM's single-process engine meets itself through a
+        # `file://` store, /tmp/vllm_dist_<uuid>, which a clean close removes and a killed
+        # engine leaves (2.4 KB each). A private TMPDIR was tried and undone: torch inductor keeps
+        # its precompiled header (156 MB; no variable of its own) under the temporary folder,
+        # and rebuilt it at every start (tiny model: ~40 s a start instead of ~33).
         if self.threads:
             env["OMP_NUM_THREADS"] = str(self.threads)
         for key in ("PYTHONPATH", "VIRTUAL_ENV"):      # the trainer's packages are not vLLM's
@@ -148,26 +135,14 @@ class EngineClient:
                 pass
             conn.close()
         process, self.process = self.process, None
-        if process is not None:
-            try:
-                process.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        tmp, self.tmp = self.tmp, None
-        if tmp is not None:  # after the process: nothing writes in it any more
-            shutil.rmtree(tmp, ignore_errors=True)
+        if process is None:
+            return
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
     def __del__(self) -> None:  # a forgotten engine still goes away with its client
-        if sys.meta_path is not None and (self.process is not None or self.tmp is not None):
+        if sys.meta_path is not None and self.process is not None:
             self.close(timeout_s=2.0)
-
-
-def inductor_cache_dir() -> Path:
-    """torch inductor's default cache folder in this process's temporary folder, named as torch
-    names it (``torch._inductor.runtime.cache_dir_utils.default_cache_dir``)."""
-    try:
-        name = getpass.getuser()
-    except (KeyError, ModuleNotFoundError, OSError):  # no name for this uid (a container)
-        name = f"uid_{os.getuid()}"
-    return Path(tempfile.gettempdir()) / ("torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", name))

@@ -86,14 +86,26 @@ def run_page(tracking_uri: str, experiment_id: str, run_id: str) -> tuple[str, s
 
     >>> run_page("http://mlflow:5000/", "1", "abc")
     ('http://mlflow:5000/#/experiments/1/runs/abc', None)
-    >>> run_page("sqlite:///runs/m.db", "1", "abc")[1]  # doctest: +ELLIPSIS
-    '...mlflow ui --backend-store-uri sqlite:///runs/m.db --host 127.0.0.1 --workers 1'
+    >>> command = run_page("sqlite:///runs/m.db", "1", "abc")[1]
+    >>> print(command.replace(" --", "\\n--"))  # doctest: +ELLIPSIS
+    MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false ...mlflow ui
+    --backend-store-uri sqlite:///runs/m.db
+    --host 127.0.0.1
+    --workers 1
     """
     path = f"#/experiments/{experiment_id}/runs/{run_id}"
     if tracking_uri.startswith(("http://", "https://")):
         return f"{tracking_uri.rstrip('/')}/{path}", None
     return (f"http://127.0.0.1:5000/{path}",
-            f"{mlflow_cli()} ui --backend-store-uri {tracking_uri} --host 127.0.0.1 --workers 1")
+            f"{UI_ENV} {mlflow_cli()} ui --backend-store-uri {tracking_uri} --host 127.0.0.1 "
+            "--workers 1")
+
+
+UI_ENV = "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false"
+"""The environment of the printed ``mlflow ui`` command: by default the server starts a queue
+for MLflow's GenAI jobs (which nothing here submits) in a folder it makes in ``/dev/shm`` at
+every start and never removes, even on SIGTERM; this stops it (``deployments/stack.py`` sets
+the same for its server)."""
 
 
 def mlflow_cli() -> str:

@@ -5,9 +5,11 @@ failure messages; and the processes a test left behind, read from /proc."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 
@@ -97,3 +99,61 @@ def kill_all(procs) -> None:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def serve_and_poll(command: str, cwd: Path, env: dict[str, str], port: int) -> str:
+    """Start a server command, wait for HTTP 200 on ``port`` (up to 120 s), stop it; what was
+    wrong, or "". An MLflow server that started its job queue is wrong too: the queue's folder
+    in ``/dev/shm`` outlives the server (it is removed here, after the check)."""
+    proc = subprocess.Popen(["bash", "-c", command], cwd=cwd, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    stores: set[str] = set()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            return f"no HTTP 200 on port {port} (exit code {proc.poll()})"
+        stores = job_queue_folders(proc.pid)
+        return f"started MLflow's job queue, whose folder outlives it: {sorted(stores)}" \
+            if stores else ""
+    finally:
+        stores |= job_queue_folders(proc.pid)
+        kill_group(proc, term_grace_s=20)
+        for store in stores:
+            shutil.rmtree(store, ignore_errors=True)
+
+
+def job_queue_folders(pid: int) -> set[str]:
+    """The job-queue folders (``_MLFLOW_HUEY_STORAGE_PATH``) of an MLflow server's processes
+    under ``pid``: with job execution on (MLflow's default) the server makes one in
+    ``/dev/shm`` at every start and never removes it."""
+    import psutil
+
+    stores = set()
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return stores
+    for child in children:
+        try:
+            store = child.environ().get("_MLFLOW_HUEY_STORAGE_PATH")
+        except psutil.Error:
+            continue
+        if store:
+            stores.add(store)
+    return stores

@@ -19,14 +19,13 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from procs import free_port, serve_and_poll
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -102,10 +101,11 @@ COMMANDS: dict[str, Command] = {
             "humaneval --k 1 --k 10 --samples 10 --limit 2",
         shrink="--limit 2: two HumanEval problems instead of 164"),
     PYFUNC: Command(run=PYFUNC),
-    "MLFLOW_DISABLE_TELEMETRY=true .venv/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db "
-    "--host 127.0.0.1 --port 5000 --workers 1": Command(
-        run="MLFLOW_DISABLE_TELEMETRY=true exec .venv/bin/mlflow ui --backend-store-uri "
-            "sqlite:///mlflow.db --host 127.0.0.1 --port {PORT} --workers 1",
+    "MLFLOW_DISABLE_TELEMETRY=true MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false .venv/bin/mlflow ui "
+    "--backend-store-uri sqlite:///mlflow.db --host 127.0.0.1 --port 5000 --workers 1": Command(
+        run="MLFLOW_DISABLE_TELEMETRY=true MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false exec "
+            ".venv/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db --host 127.0.0.1 "
+            "--port {PORT} --workers 1",
         shrink="a free port instead of 5000; polled for HTTP 200, then stopped", server=True),
     ".venv/bin/python -m problems list demo --curriculum": Command(
         run=".venv/bin/python -m problems list demo --curriculum"),
@@ -254,62 +254,6 @@ def copy_tree(dest: Path) -> Path:
     if (REPO.parent / "shared").is_dir():
         (dest / "shared").symlink_to((REPO.parent / "shared").resolve())
     return repo
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def serve_and_poll(command: str, cwd: Path, env: dict[str, str], port: int) -> str:
-    """Start a server command, wait for HTTP 200 on ``port`` (up to 120 s), stop it."""
-    proc = subprocess.Popen(["bash", "-c", command], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:
-                    if r.status == 200:
-                        return ""
-            except OSError:
-                time.sleep(0.5)
-        return f"no HTTP 200 on port {port} (exit code {proc.poll()})"
-    finally:
-        stores = huey_stores(proc.pid)
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        for store in stores:
-            shutil.rmtree(store, ignore_errors=True)
-
-
-def huey_stores(pid: int) -> set[str]:
-    """The job-queue folders (``_MLFLOW_HUEY_STORAGE_PATH``) of an MLflow server's processes
-    under ``pid``: the server makes one in ``/dev/shm`` at every start and never removes it."""
-    import psutil
-
-    stores = set()
-    try:
-        children = psutil.Process(pid).children(recursive=True)
-    except psutil.Error:
-        return stores
-    for child in children:
-        try:
-            store = child.environ().get("_MLFLOW_HUEY_STORAGE_PATH")
-        except psutil.Error:
-            continue
-        if store:
-            stores.add(store)
-    return stores
 
 
 NOISE = ("Traceback (most recent call last)", "SyntaxWarning")

@@ -101,14 +101,6 @@ def kill_all(procs) -> None:
             pass
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def serve_and_poll(command: str, cwd: Path, env: dict[str, str], port: int) -> str:
     """Start a server command, wait for HTTP 200 on ``port`` (up to 120 s), stop it; what was
     wrong, or "". An MLflow server that started its job queue is wrong too: the queue's folder
@@ -116,26 +108,28 @@ def serve_and_poll(command: str, cwd: Path, env: dict[str, str], port: int) -> s
     proc = subprocess.Popen(["bash", "-c", command], cwd=cwd, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
-    stores: set[str] = set()
     try:
+        problem = f"no HTTP 200 on port {port}"
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:
                     if r.status == 200:
+                        problem = ""
                         break
             except OSError:
                 time.sleep(0.5)
-        else:
-            return f"no HTTP 200 on port {port} (exit code {proc.poll()})"
-        stores = job_queue_folders(proc.pid)
-        return f"started MLflow's job queue, whose folder outlives it: {sorted(stores)}" \
-            if stores else ""
     finally:
-        stores |= job_queue_folders(proc.pid)
+        stores = job_queue_folders(proc.pid)  # read while the server's processes are alive
+        exit_code = proc.poll()
         kill_group(proc, term_grace_s=20)
         for store in stores:
             shutil.rmtree(store, ignore_errors=True)
+    if problem:
+        return f"{problem} (exit code {exit_code})"
+    if stores:
+        return f"started MLflow's job queue, whose folder outlives it: {sorted(stores)}"
+    return ""
 
 
 def job_queue_folders(pid: int) -> set[str]:

@@ -12,7 +12,6 @@ import asyncio
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ import pytest
 from procs import kill_group, log_tail, start
 
 from deployments import load_prefect_yaml, pool_names
+from deployments.server import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 PREFECT = [sys.executable, "-m", "prefect"]
@@ -45,12 +45,6 @@ def test_prefect_yaml_declares_the_deployments():
     assert schedule["cron"] and schedule["timezone"]
     assert deployments["train"]["parameters"]["config"] == "configs/tiny.yaml"
     assert (REPO / deployments["train"]["parameters"]["config"]).is_file()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_healthy(api_url: str, server: subprocess.Popen, log: Path, timeout: float = 240) -> None:

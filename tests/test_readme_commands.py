@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from procs import free_port, serve_and_poll
+from procs import serve_and_poll
+
+from deployments.server import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]

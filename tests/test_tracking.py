@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 import torch
 from adapter_support import random_adapter
-from procs import free_port, serve_and_poll
+from procs import serve_and_poll
 
 from artifacts.checkpoints import CheckpointCorruptError
 from configs.schema import TrackingConfig, TrainConfig
+from deployments.server import free_port
 
 CHAMPION_METRICS = {"generator_reward": 0.9, "test_validity": 0.5}  # score 0.78
 

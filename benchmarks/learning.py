@@ -203,12 +203,28 @@ BASELINE_ONLY = {"pass_rate": "baseline_pass_rate", "all_pass": "baseline_all_pa
 arm's: the same function over the problem's own tests alone)."""
 
 
-def arm_sets(arm: str, reward: str) -> list[str]:
+CONTROLS = ("shuffled", "frozen")
+"""What the control arm changes: ``shuffled`` (the default) trains it like the adversarial arm
+on rewards permuted within each problem's samples (``rewards.shuffle_seed``: the same values,
+no word on which sample earned them); ``frozen`` trains nothing (learning rate 0: its figures
+after equal its figures before, by construction)."""
+
+
+def arm_sets(arm: str, reward: str, control: str = "shuffled", seed: int = 0) -> list[str]:
     """The arm's ``--set`` overrides: the adversarial and control arms pay the generator by
-    ``reward``, the ablation by its baseline-only twin; the control learns nothing."""
+    ``reward``, the ablation by its baseline-only twin; the control's rewards are permuted
+    with ``seed`` (``shuffled``) or it learns nothing (``frozen``).
+
+    >>> arm_sets("control", "all_pass", "shuffled", 2)
+    ['rewards.generator={all_pass: 1.0}', 'rewards.shuffle_seed=2']
+    >>> arm_sets("baseline_only", "all_pass")
+    ['rewards.generator={baseline_all_pass: 1.0}']
+    """
     paid_by = BASELINE_ONLY[reward] if arm == "baseline_only" else reward
     sets = [f"rewards.generator={{{paid_by}: 1.0}}"]
-    if arm == "control":
+    if arm == "control" and control == "shuffled":
+        sets += [f"rewards.shuffle_seed={seed}"]
+    elif arm == "control":
         sets += ["ppo.learning_rate=0", "ppo.discriminator_learning_rate=0"]
     return sets
 FIGURES = ("heldout_gain", "control_gain", "disc_gain", "disc_control_gain", "ablation_delta",
@@ -253,7 +269,7 @@ def flow_command(tmp: Path, job: Job, args: argparse.Namespace, model_dir: Path,
         sets += ["schedule.n_discriminator_steps=0", "schedule.n_generator_steps=0",
                  "schedule.k_alternating=0"]
     else:
-        sets += arm_sets(job.arm, args.generator_reward)
+        sets += arm_sets(job.arm, args.generator_reward, args.control, job.seed)
     cmd = [sys.executable, "-m", "flows.train", "--config", str(REPO / "configs/tiny.yaml"),
            "--run-id", job.run_id]
     for s in sets:
@@ -407,6 +423,9 @@ def main() -> int:
     parser.add_argument("--generator-reward", default="all_pass", choices=tuple(BASELINE_ONLY),
                         help="the generator's reward in the trained arms (rewards.functions); "
                              "the ablation uses its baseline-only twin")
+    parser.add_argument("--control", default="shuffled", choices=CONTROLS,
+                        help="the control arm: trained on rewards permuted within each "
+                             "problem (shuffled) or not trained at all (frozen, lr 0)")
     parser.add_argument("--disc-steps", type=int, default=1, help="N discriminator steps")
     parser.add_argument("--gen-steps", type=int, default=1, help="N generator steps")
     parser.add_argument("--alt-steps", type=int, default=2, help="K alternating steps")
@@ -457,7 +476,7 @@ def main() -> int:
             print(heldout_table(entries, source))
         per_seed[seed] = figures(arms)
     print(f"\nwall time {elapsed:.0f} s for {len(args.seeds)} seeds; generator reward "
-          f"{args.generator_reward}; lr {args.lr} "
+          f"{args.generator_reward}; control {args.control}; lr {args.lr} "
           f"(discriminator {args.disc_lr}); stages {args.stages}, each "
           f"{args.disc_steps} + {args.gen_steps} + {args.alt_steps} steps of {args.problems} "
           f"problems x {args.samples} samples; held-out {args.heldout} problems x "

@@ -106,13 +106,16 @@ def learnability(cfg: TrainConfig) -> tuple[list[str], list[str]]:
     """``(errors, warnings)``: settings under which no update can ever carry signal.
 
     Errors are configs that train nothing and would still report success; warnings are
-    legitimate runs that do not learn (a learning-rate-0 control, a schedule of no steps).
+    legitimate runs that do not learn (a learning-rate-0 control, a shuffled-reward control, a
+    schedule of no steps).
 
     >>> errors, _ = learnability(TrainConfig(sampling=SamplingConfig(samples_per_problem=1)))
     >>> errors[0].split(":")[0]
     "sampling.samples_per_problem=1 with ppo.advantage='group'"
     >>> learnability(TrainConfig(ppo=PPOConfig(learning_rate=0.0)))[1][0].split(":")[0]
     'ppo.learning_rate=0.0'
+    >>> learnability(TrainConfig(rewards=RewardConfig(shuffle_seed=3)))[1][0].split(":")[0]
+    'rewards.shuffle_seed=3'
     """
     errors: list[str] = []
     warnings: list[str] = []
@@ -152,6 +155,10 @@ def learnability(cfg: TrainConfig) -> tuple[list[str], list[str]]:
     for key, which in frozen.items():
         warnings.append(f"{key}=0.0: a control run ({' and '.join(which)}); updates are "
                         "computed and recorded but the adapters never change")
+    if cfg.rewards.shuffle_seed is not None:
+        warnings.append(f"rewards.shuffle_seed={cfg.rewards.shuffle_seed}: a control run; each "
+                        "step's rewards are permuted within each problem's samples, so the "
+                        "adapters train on rewards that say nothing about their sample")
     return errors, warnings
 
 

@@ -242,6 +242,15 @@ class RewardConfig:
     discriminator's rewards still count only its own chain's tests. Off by default: in
     ``benchmarks/learning.py`` it caught more but did not raise held-out pass@1
     (``docs/training.md``, *Progressive tests*)."""
+    shuffle_seed: int | None = None
+    """Control runs only: when set, each training step's rewards are permuted among the scored
+    samples of each problem, each role's on its own, by a generator seeded from this value,
+    the step and the problem (``pipeline.scoring.shuffled_rewards``). PPO then sees every
+    group's reward values, spread and skipped groups unchanged, but not which sample earned
+    which: a control that differs from a trained run only in whether the reward says anything
+    about the sample (``benchmarks/learning.py``'s control arm). The rewards table records the
+    permuted ``generator_reward`` and ``discriminator_reward`` (what PPO used) beside the
+    unpermuted reward functions' columns. Held-out evaluation never permutes."""
 
     def __post_init__(self) -> None:
         for name, weight in self.generator.items():

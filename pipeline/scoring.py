@@ -2,13 +2,15 @@
 
 ``outcomes_from_rows`` turns the executions and tests tables into one ``SampleOutcome`` per
 sample; ``reward_rows`` scores them with the configured reward registry and marks problems
-whose samples all scored the same (no signal: the update skips them). A sample with an
+whose samples all scored the same (no signal: the update skips them); ``shuffled_rewards``
+permutes them within each problem for a control run. A sample with an
 ``infra`` verdict that a reward would read (``SampleOutcome.masked``) is not scored: its row is
 ``masked``, its rewards null, and it is left out of its problem's group.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable
 from typing import Any
 
@@ -141,3 +143,35 @@ def reward_rows(outcomes: dict[SampleKey, SampleOutcome], cfg: RewardConfig,
             "n_infra_tests": len(o.infra_tests),
         })
     return rows
+
+
+def shuffled_rewards(rows: list[dict[str, Any]], seed: int, step: int) -> list[dict[str, Any]]:
+    """``rows`` (``reward_rows``'s) with each role's reward permuted among the scored samples of
+    each problem (``rewards.shuffle_seed``: the control run).
+
+    A problem's reward values, their spread and so its no-signal flag stay as they were; only
+    which sample gets which value is drawn at random, from a generator seeded by ``seed``,
+    ``step``, the problem and the role (the same step permutes the same way on a replay).
+    Masked samples keep their null rewards; every other column is left as it was.
+
+    >>> rows = [{"problem_id": "p", "sample_idx": i, "masked": i == 3,
+    ...          "generator_reward": [1.0, 0.0, 0.0, None][i],
+    ...          "discriminator_reward": [0.2, 0.4, 0.6, None][i]} for i in range(4)]
+    >>> out = shuffled_rewards(rows, seed=0, step=1)
+    >>> sorted(r["generator_reward"] for r in out[:3]), out[3]["generator_reward"]
+    ([0.0, 0.0, 1.0], None)
+    >>> out == shuffled_rewards(rows, seed=0, step=1), rows[0]["generator_reward"]
+    (True, 1.0)
+    """
+    out = [dict(r) for r in rows]
+    for column in ("generator_reward", "discriminator_reward"):
+        live: dict[str, list[dict[str, Any]]] = {}
+        for r in out:
+            if not r["masked"] and r[column] is not None:
+                live.setdefault(r["problem_id"], []).append(r)
+        for problem_id, group in live.items():
+            values = [r[column] for r in group]
+            random.Random(f"{seed}:{step}:{problem_id}:{column}").shuffle(values)
+            for r, value in zip(group, values, strict=True):
+                r[column] = value
+    return out

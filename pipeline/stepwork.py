@@ -40,7 +40,7 @@ from pipeline.parts import (
     suite_part,
     update_part,
 )
-from pipeline.scoring import outcomes_from_rows, reward_rows
+from pipeline.scoring import outcomes_from_rows, reward_rows, shuffled_rewards
 from pipeline.update import update_role
 from problems import Problem
 from rewards.mutants import Mutant
@@ -140,8 +140,10 @@ def score(ctx: StepContext, step: int, training_stage: int) -> list[Pointer]:
     executions = ctx.store.read_table(EXECUTIONS, step=step).to_pylist()
     samples = [(p.id, j) for p, j in ctx.samples(step)]
     outcomes = outcomes_from_rows(tests, executions, samples, training_stage)
-    return [write_rows(ctx.store, step, rewards_part(),
-                       reward_rows(outcomes, ctx.cfg.rewards, training_stage))]
+    rows = reward_rows(outcomes, ctx.cfg.rewards, training_stage)
+    if ctx.cfg.rewards.shuffle_seed is not None:  # a control run (configs: RewardConfig)
+        rows = shuffled_rewards(rows, ctx.cfg.rewards.shuffle_seed, step)
+    return [write_rows(ctx.store, step, rewards_part(), rows)]
 
 
 def update(ctx: StepContext, step: int, role: str, stage: int) -> list[Pointer]:

@@ -11,7 +11,7 @@ from configs import RewardConfig, ScheduleConfig
 from pipeline.chains import baseline_rows, parsed_test_rows
 from pipeline.execution import NOT_RUN, execution_rows, plan_jobs
 from pipeline.schedule import plan, step_items
-from pipeline.scoring import outcomes_from_rows, reward_rows
+from pipeline.scoring import outcomes_from_rows, reward_rows, shuffled_rewards
 from pipeline.update import build_batch
 from problems import load_problems
 from rewards import Mutant
@@ -163,3 +163,75 @@ def test_peer_tests_judge_the_generator_only(add) -> None:
     assert {(r["sample_idx"], r["test_id"]) for r in peer_rows} == {
         (0, "p1.s2.0"), (1, "p0.s2.0"), (1, "p0.s2.1")}
     assert {r["target_kind"] for r in peer_rows} == {"candidate", "reference"}  # no mutants
+
+
+def test_shuffled_rewards_keep_each_problems_values_but_not_who_earned_them() -> None:
+    """``rewards.shuffle_seed`` (the control run): per problem and role, the same reward values
+    (so the same spread and skipped groups), drawn anew per step; masked rows, every other
+    column and the input rows untouched."""
+    rows = [{"problem_id": f"p{p}", "sample_idx": j, "masked": (p, j) == (0, 3),
+             "generator_reward": None if (p, j) == (0, 3) else float(j),
+             "discriminator_reward": None if (p, j) == (0, 3) else 10.0 + j,
+             "all_pass": float(j), "generator_group_skipped": False}
+            for p in range(20) for j in range(4)]
+    before = [dict(r) for r in rows]
+    out = shuffled_rewards(rows, seed=7, step=1)
+    assert rows == before
+    assert out == shuffled_rewards(rows, seed=7, step=1)  # a replay permutes the same way
+    for role in ("generator_reward", "discriminator_reward"):
+        for p in range(20):
+            group = [i for i, r in enumerate(rows) if r["problem_id"] == f"p{p}"]
+            assert sorted(str(out[i][role]) for i in group) == \
+                sorted(str(rows[i][role]) for i in group)
+    assert out[3]["generator_reward"] is None and out[3]["discriminator_reward"] is None
+    for column in ("problem_id", "sample_idx", "masked", "all_pass", "generator_group_skipped"):
+        assert [r[column] for r in out] == [r[column] for r in rows], column
+    moved = sum(a["generator_reward"] != b["generator_reward"]
+                for a, b in zip(out, rows, strict=True))
+    assert moved > 20  # of 79 rows; a uniform permutation of 4 moves 3 on average
+    # the roles are drawn apart, and another step or seed draws again
+    assert any(r["discriminator_reward"] - 10.0 != r["generator_reward"] for r in out[4:])
+    assert out != shuffled_rewards(rows, seed=7, step=2)
+    assert out != shuffled_rewards(rows, seed=8, step=1)
+
+
+def test_score_permutes_rewards_only_in_a_control_run(add) -> None:
+    """``pipeline.stepwork.score`` writes reward_rows' rewards, permuted within the problem
+    when ``rewards.shuffle_seed`` is set (the run's PPO reads that table)."""
+    from types import SimpleNamespace
+
+    from pipeline.execution import build_suites
+    from pipeline.stepwork import score
+
+    codes = {("add", j): f"```python\ndef add(a, b):\n    return a {op} b\n```"
+             for j, op in enumerate("+-+-")}
+    samples = [(add, j) for j in range(4)]
+    tests = parsed_test_rows(samples, ["assert add(1, 1) == 2"] * 4, 1, {}) \
+        + baseline_rows(samples)
+    suites = build_suites(samples, codes, tests, peers=False)
+    plan = plan_jobs(suites, {})
+    executions = execution_rows(suites, plan, run_in_process(plan), {})
+
+    class Store:
+        def __init__(self):
+            self.written = {}
+
+        def read_table(self, table, step):
+            return SimpleNamespace(to_pylist=lambda: {"tests": tests,
+                                                      "executions": executions}[table])
+
+        def write(self, table, step, part, rows):
+            self.written[table] = rows
+
+    def rewards(shuffle_seed: int | None, step: int = 1) -> list[float]:
+        cfg = RewardConfig(shuffle_seed=shuffle_seed)
+        ctx = SimpleNamespace(store=Store(), cfg=SimpleNamespace(rewards=cfg),
+                              samples=lambda step: samples)
+        score(ctx, step, 1)
+        return [r["generator_reward"] for r in ctx.store.written["rewards"]]
+
+    assert rewards(None) == [1.0, 0.0, 1.0, 0.0]  # all_pass: "-" fails add(1, 1) == 2
+    drawn = [rewards(seed, step) for seed in range(3) for step in (1, 2)]
+    assert all(sorted(d) == [0.0, 0.0, 1.0, 1.0] for d in drawn)
+    assert any(d != [1.0, 0.0, 1.0, 0.0] for d in drawn)
+    assert rewards(None, step=2) == [1.0, 0.0, 1.0, 0.0]  # no seed: no permutation

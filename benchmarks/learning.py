@@ -1,6 +1,7 @@
 """Learning that counts: held-out problems, both roles, every chain stage, three seeds.
 
     python benchmarks/learning.py [--seeds 0 1 2] [--family guards] [--parallel 3]
+                                  [--control shuffled|frozen]
 
 Runs the real training flow (``python -m flows.train``: real Prefect flow, real sandbox, real
 PPO) on the tiny model and a procedural family (``guards`` by default: three independent ways
@@ -11,7 +12,13 @@ times on the same warm-started adapters and the same sampling seeds:
   every valid test (the problem's own and the discriminator's): ``all_pass`` by default (1 only
   when the code passes them all), or the seeds' ``pass_rate``; the discriminator's the default
   ``progressive`` reward (what stage k's tests add to stages < k);
-* ``control``: the same run at learning rate 0 for both roles (nothing changes; same samples);
+* ``control``: trained exactly like ``adversarial``, but each step's rewards, both roles', are
+  permuted among the samples of each problem (``rewards.shuffle_seed``, the seed's): PPO sees
+  the same reward values, the same spread and the same skipped groups, and nothing of which
+  sample earned which. It differs from ``adversarial`` only in whether the reward speaks of
+  the sample, so its gains are what these updates do without signal (drift, sharpening).
+  ``--control frozen`` is the earlier control, learning rate 0 for both roles: nothing
+  changes, so its gains are 0 by construction and test only that evaluation repeats;
 * ``baseline_only`` (ablation): trained like ``adversarial``, but the generator's reward counts
   only the problem's own tests (its baseline-only twin: ``baseline_all_pass`` or
   ``baseline_pass_rate``).
@@ -51,129 +58,36 @@ Goals (issue #23): heldout_gain >= 0.15 and >= control_gain + 0.10; disc_gain >=
 disc_control_gain + 0.10; ablation_delta >= 0.05; stage_new_tests >= 0.25; late_catch >= 0.2,
 at the median of 3 seeds, in at most 25 minutes on 2 cores.
 
-Measured on 2026-11-27, one call at the defaults (``python benchmarks/learning.py``: seeds 0,
-1, 2; guards; generator reward ``all_pass``; stages 1-5 each 1 + 1 + 2 steps of 8 problems x 4
+
+Measured on 2026-11-28 at 9de3236, one call at the defaults (seeds 0, 1, 2; guards; generator
+reward ``all_pass``; the shuffled control; stages 1-5 each 1 + 1 + 2 steps of 8 problems x 4
 samples, 80 new tokens; held-out 32 problems x 2 samples; generator lr 1e-4, discriminator
-3e-4; 2 quiet cores; two calls, the same figures to the last digit: 1472 s = 24.5 min, with
-the reward an option, and 1356 s = 22.6 min at the commit that made it the default: warm
-starts 259-264 s, arms 330-378 s)::
+3e-4) on machine B (2 cores, an AVX-512 Xeon at 2.5 GHz), quiet: **2589 s = 43 min** (warm
+starts 363-382 s, arms 653-745 s, three at a time; the same call took 2180 s a day earlier:
+this machine's speed varies from day to day)::
 
-    seed  pass@1 before  adv    ctrl   base  | wrong caught before  adv    | new  late
-    0     0.094          0.266  0.094  0.031 | 0.079                0.368  | 0.289  0.429
-    1     0.141          0.172  0.141  0.156 | 0.358                0.283  | 0.330  0.000
-    2     0.156          0.344  0.156  0.312 | 0.566                0.679  | 0.489  0.917
-    median of 3: heldout_gain=0.172 control_gain=0.000 disc_gain=0.113 disc_control_gain=0.000
-                 ablation_delta=0.031 stage_new_tests=0.330 late_catch=0.429
-
-Against the goals: heldout_gain 0.172 (met: >= 0.15 and >= the control's 0 + 0.10), disc_gain
-0.113 over a control of 0 (met), ablation_delta 0.031 **missed** (>= 0.05; +0.234 at seed 0,
-+0.016 and +0.031 at seeds 1 and 2), stage_new_tests 0.330 and late_catch 0.429 (met), 22.6
-and 24.5 min (met: <= 25). Of the adversarial arm's training samples that passed every baseline test
-(457 / 596 / 621), a valid discriminator test rejected 32 / 8 / 111. The baseline-only arm's
-pass@1 after training is that of ``baseline_pass_rate`` to the last digit: this family's
-baseline tests are main-path only, so a sample passes all of them or none (of its 640 training
-samples per seed, 0 / 0 / 1 passed some but not all).
-
-The same call on another machine (B: 2 cores, an AVX-512 Xeon at 2.5 GHz, slower; 2163 s =
-36 min, arms 527-622 s, the first 4 min beside ``make vllm``; again at fc4f680 with all runs on
-one Prefect server, 2180 s: warm starts 324-327 s instead of 374-400, arms 533-655 s, the same
-figures to the last digit) gave other figures from the warm start on (pass@1 before 0.047 /
-0.188 / 0.109), with the same code, pins and seeds: a run is repeatable on one machine, not
-across CPUs (their floating-point kernels, most likely), so B is a second draw of the
-experiment::
-
-    seed  pass@1 before  adv    ctrl   base  | wrong caught before  adv    | new  late
-    0     0.047          0.188  0.047  0.031 | 0.448                0.983  | 0.623  0.754
-    1     0.188          0.203  0.188  0.188 | 0.429                0.490  | 0.444  0.833
-    2     0.109          0.203  0.109  0.234 | 0.820                0.840  | 0.921  0.738
-    median of 3: heldout_gain=0.094 control_gain=0.000 disc_gain=0.061 disc_control_gain=0.000
+    seed  pass@1 before  adv    ctrl   base  | wrong caught before  adv    ctrl   | new  late
+    0     0.047          0.188  0.062  0.031 | 0.448                0.983  0.414  | 0.623  0.754
+    1     0.188          0.203  0.188  0.188 | 0.429                0.490  0.000  | 0.444  0.833
+    2     0.109          0.203  0.000  0.234 | 0.820                0.840  0.780  | 0.921  0.738
+    median of 3: heldout_gain=0.094 control_gain=0.000 disc_gain=0.061 disc_control_gain=-0.040
                  ablation_delta=0.016 stage_new_tests=0.623 late_catch=0.754
 
-Against the goals on B: heldout_gain and disc_gain **missed**, ablation_delta **missed**,
-stage_new_tests and late_catch met, 36 min **missed** (> 25). Of the adversarial arm's
-training samples passing every baseline test (589 / 614 / 578), 519 / 391 / 482 fail the
-hidden suite, and the discriminator's valid tests rejected 203 / 15 / 183 (all among those):
-the room for its tests is large, its recall on it (39% / 4% / 38%) is small. With peer tests
-(``--set rewards.peer_tests=true``, one call on B, 2404 s) they rejected 313 / 16 / 262 of 530 /
-391 / 460 wrong samples (59% / 4% / 57%), yet pass@1 after training was 0.219 / 0.203 / 0.188
-(adversarial) against 0.031 / 0.188 / 0.234 (baseline-only, unchanged): medians
-heldout_gain=0.078 disc_gain=0.061 ablation_delta=0.016 stage_new_tests=0.527
-late_catch=0.857. More rejections at seed 2 did not make a better generator in these steps.
-Groups of 8 samples of 4 problems a step (``--problems 4 --samples 8``, the same sampling cost;
-one call on B, 2300 s): medians heldout_gain=0.062 disc_gain=0.052 ablation_delta=0.047
-stage_new_tests=0.636 late_catch=0.511 (per seed in ``docs/training.md``). Two PPO passes per
-step (``--set ppo.epochs=2``, B, stopped after the adversarial arms): pass@1 after 0.000 /
-0.219 / 0.219, heldout_gain median 0.031; seed 0's generator and seed 1's discriminator
-collapsed. One forward batch per step (``--set sampling.batch_size=64``: faster generation, but
-every sample another draw, the "before" too): medians heldout_gain=0.000 disc_gain=0.017
-ablation_delta=0.016 stage_new_tests=0.627 late_catch=0.636; the draw moves the figures as much
-as any setting tried. Seeds 3, 4, 5 at the defaults (B, 2113 s): pass@1 0.188 / 0.094 / 0.281
-before, 0.219 / 0.109 / 0.344 adversarial, 0.203 / 0.062 / 0.344 baseline-only; medians
-heldout_gain=0.031 disc_gain=0.140 ablation_delta=0.016 stage_new_tests=0.269
-late_catch=0.833; rejected 5 / 111 / 0 of 462 / 392 / 510 wrong baseline-passing samples.
+The adversarial and baseline-only arms repeat the previous call's figures to the last digit
+(they did not change). Against the goals: heldout_gain 0.094 **missed** (>= 0.15, and >= the
+control's 0.000 + 0.10); disc_gain 0.061 against disc_control_gain -0.040: met at the median
+by 0.001 (a tenth of one wrong solution), and because the control's discriminator lost ground
+(seed 1's stopped catching anything), not because the trained one gained: per seed the gap is
+0.568 / 0.490 / 0.060; ablation_delta 0.016 **missed** (>= 0.05); stage_new_tests 0.623 and
+late_catch 0.754 met; 43 min **missed** (<= 25). The shuffled control shows what the frozen
+one hid: these updates without signal cost seed 2's generator every right held-out solution
+(0.109 -> 0.000) and seed 1's discriminator every catch (0.429 -> 0.000), so the trained arms'
+figures are above a floor that training alone pushes down. Of the adversarial arm's training
+samples passing every baseline test (589 / 614 / 578), 519 / 391 / 482 fail the hidden suite,
+and the discriminator's valid tests rejected 203 / 15 / 183, all among those.
 
-Before ``all_pass`` the generator's reward was the seeds' ``pass_rate`` (``--generator-reward
-pass_rate``; the figures below, measured 2026-11-26 and again on 2026-11-27, unchanged by the
-sampler changes named further down). Under group-relative advantages a pass rate lets a sample
-that one discriminator test rejects still rank above its group's mean when others fail more,
-and be reinforced; under ``all_pass`` the rejection makes its advantage negative
-(``tests/test_rewards.py`` pins this). It moved the adversarial arm's pass@1 after training
-from 0.281 / 0.172 / 0.297 to 0.266 / 0.172 / 0.344. One call of ``all_pass`` with
-``rewards.peer_tests: true`` (below) gave 0.062 / 0.172 / 0.359 (seed 0 lost its gain, as with
-the pass rate), medians heldout_gain=0.031 disc_gain=0.283 ablation_delta=0.031
-stage_new_tests=0.427 late_catch=0.429, 1500 s. One call with the discriminator trained twice
-before the generator in each stage (``--disc-steps 2 --gen-steps 1 --alt-steps 1``, the same
-number of steps, 1367 s): 0.047 / 0.172 / 0.297, medians heldout_gain=0.031 disc_gain=0.151
-ablation_delta=0.016 stage_new_tests=0.744 late_catch=0.739 (seeds 1 and 2: seed 0's
-discriminator wrote no valid test at the end).
-
-With ``pass_rate`` (2026-11-26, the same settings otherwise)::
-
-    seed  pass@1 before  adv    ctrl   base  | wrong caught before  adv    | new  late
-    0     0.094          0.281  0.094  0.031 | 0.079                0.421  | 0.298  0.500
-    1     0.141          0.172  0.141  0.156 | 0.358                0.283  | 0.330  0.000
-    2     0.156          0.297  0.156  0.312 | 0.566                0.679  | 0.500  0.917
-    median of 3: heldout_gain=0.141 control_gain=0.000 disc_gain=0.113 disc_control_gain=0.000
-                 ablation_delta=0.016 stage_new_tests=0.330 late_catch=0.500
-
-Four runs gave exactly these figures: on 2 cores loaded by other work (37 min), on a quiet
-machine (29.8 min), on a quiet machine after three changes that do not change what is
-computed (1670 s, 27.8 min: warm starts with the "before" evaluation 285-300 s, 3 at once;
-arms 425-470 s, 3 at once): each run vets only the 40 train problems it uses, not all 1020;
-the "before" evaluation once per seed, not per arm; the lr-0 control computes no update passes
-(it saved little: a step is ~86% generation); and on 2026-11-27 on a quiet machine after two
-sampler changes (**1379 s, 23.0 min**: warm starts 260-283 s, arms 340-387 s): sampling
-through a plain copy of the base model with the adapter merged in (``models/merged.py``) and
-through our own decode loop instead of ``model.generate`` (32 x 80 tokens on the tiny model:
-0.69 -> 0.38 s); they sampled the same tokens here, so the figures did not move. Against the
-goals: heldout_gain 0.141 **missed** (>= 0.15, by 0.009), 0.141 above the control (met: >=
-0.10); disc_gain 0.113 over a control of 0 (met); ablation_delta 0.016 **missed** (>= 0.05;
-+0.250 at seed 0, +0.016 and -0.016 at seeds 1 and 2); stage_new_tests 0.330 (met, before
-training 0.021 / 0.336 / 0.199) and late_catch 0.500 (met); 23.0 min (met: <= 25).
-Controls are exact: the lr-0 arm's held-out figures after training equal its figures before,
-to the last digit, at every seed.
-Seed 1's discriminator got worse on the fixed wrong solutions (0.358 -> 0.283): before
-training its stage-2 and stage-4 tests caught 0.038 each first, after it only stage 1's tests
-catch any (0.283).
-What was tried for this result: the family's first version named its functions from a list and
-the tiny model wrote the wrong name in most held-out solutions (pass@1 0 before and after);
-one shared name fixed that. A generator learning rate of 2e-4 instead of 1e-4 (``--lr
-0.0002``, one call, same seeds) did not help: pass@1 after 0.234 / 0.078 / 0.328 (adversarial)
-and 0.250 / 0.078 / 0.000 (baseline-only: seed 2 collapsed), medians heldout_gain=0.141
-disc_gain=0.113 ablation_delta=0.000 stage_new_tests=0.395 late_catch=0.556. A discriminator
-learning rate of 1e-3 instead of 3e-4 (``--disc-lr 0.001``, one call on 2026-11-27, same
-seeds): wrong solutions caught before -> after 0.079 -> 0.000 / 0.358 -> 0.811 / 0.566 ->
-0.906, medians disc_gain=0.340 stage_new_tests=0.679 late_catch=0.494, but seed 0's
-discriminator stopped writing valid tests at all; the generator's pass@1 after training was
-identical to the default's at every seed (0.281 / 0.172 / 0.297, baseline-only 0.031 / 0.156 /
-0.312), so heldout_gain=0.141 and ablation_delta=0.016 again. Peer tests
-(``rewards.peer_tests: true`` in ``configs/tiny.yaml``: each generator sample also judged by the
-valid tests written for its problem's other samples; one call on 2026-11-27, ``--keep`` to read
-the rewards tables after):
-pass@1 after 0.078 / 0.172 / 0.375 (adversarial), baseline-only unchanged, medians
-heldout_gain=0.031 disc_gain=0.245 ablation_delta=0.047 stage_new_tests=0.416
-late_catch=0.429; of the generator-step samples passing every baseline test, valid tests
-rejected 22 / 3 / 110 (their own chains' alone 12 / 3 / 45). Not tried: other schedules.
+Every earlier call (machine A's, the settings tried, the frozen control's, how the time came
+down) is in ``docs/training.md``, *Progressive tests*, "The experiment".
 """
 
 from __future__ import annotations

@@ -317,6 +317,36 @@ def figures(results: dict[str, list[dict]]) -> dict[str, float | None]:
             "late_catch": after["adversarial"].get("late_catch")}
 
 
+def table(results: dict[int, dict[str, list[dict]]]) -> str:
+    """Per seed, the arms' held-out pass@1 and wrong solutions caught before and after, and
+    the adversarial arm's chain figures: the rows the figures are differences of.
+
+    >>> def arm(p0, p1, w0, w1):
+    ...     return [{"metrics": {"pass_at_1": p0, "wrong_caught": w0}},
+    ...             {"metrics": {"pass_at_1": p1, "wrong_caught": w1, "stage_new_tests": 0.5}}]
+    >>> print(table({0: {"adversarial": arm(.1, .3, .4, .9), "control": arm(.1, 0, .4, .2),
+    ...                  "baseline_only": arm(.1, .2, .4, .5)}}))  # doctest: +NORMALIZE_WHITESPACE
+    seed  pass@1 before  adv    ctrl   base   | wrong caught before  adv    ctrl   | new    late
+    0     0.100          0.300  0.000  0.200  | 0.400                0.900  0.200  | 0.500  n/a
+    """
+    def f(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.3f}"
+
+    rows = ["seed  pass@1 before  adv    ctrl   base   | wrong caught before  adv    ctrl   "
+            "| new    late"]
+    for seed, arms in results.items():
+        before = arms["adversarial"][0]["metrics"]
+        after = {arm: entries[-1]["metrics"] for arm, entries in arms.items()}
+        rows.append(
+            f"{seed:<5} {f(before.get('pass_at_1')):<14} "
+            + " ".join(f"{f(after[a].get('pass_at_1')):<6}" for a in ARMS)
+            + f" | {f(before.get('wrong_caught')):<20} "
+            + " ".join(f"{f(after[a].get('wrong_caught')):<6}" for a in ARMS[:2])
+            + f" | {f(after['adversarial'].get('stage_new_tests')):<6} "
+            + f(after["adversarial"].get("late_catch")))
+    return "\n".join(rows)
+
+
 def line(values: dict[str, float | None]) -> str:
     return " ".join(f"{k}={'n/a' if values[k] is None else format(values[k], '.3f')}"
                     for k in FIGURES)
@@ -400,6 +430,7 @@ def main() -> int:
         print(f"seed {seed}, adversarial: of the {b['passing']} training samples passing every "
               f"baseline test, {b['wrong']} fail the hidden suite; a valid discriminator test "
               f"rejected {b['rejected']} ({b['rejected_wrong']} of the wrong ones)")
+    print(table(results))
     for seed, values in per_seed.items():
         print(f"seed {seed}: {line(values)}")
     medians = {k: (statistics.median(v) if (v := [s[k] for s in per_seed.values()

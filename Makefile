@@ -19,7 +19,9 @@ TINY_MODEL := .cache/tiny-qwen2
 CONFIG ?= configs/tiny.yaml
 PYTEST_ARGS ?=
 # The suite runs on one pytest-xdist worker per core, at most 4: each test file on one worker,
-# the longest files first (tests/conftest.py). TEST_WORKERS=0 runs it serially, in one process.
+# the longest files first (tests/conftest.py; --no-loadscope-reorder keeps that order: by
+# default xdist hands out the files with the most tests first, and the longest files have one
+# or two). TEST_WORKERS=0 runs it serially, in one process.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
 
 export MLFLOW_DISABLE_TELEMETRY := true
@@ -34,7 +36,7 @@ run: setup
 	$(PY) -m flows.train --config $(CONFIG)
 
 test: setup vllm
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 setup: $(STAMP) sandbox-deps $(TINY_MODEL)/config.json
 

@@ -90,15 +90,19 @@ def cuda_available() -> bool:
         return False
 
 
-# `make test` runs the suite on pytest-xdist workers with ``--dist loadfile``: each test file on
-# one worker, handed out in collection order as workers free up. The suite cannot end before its
-# longest file does, so the longest start first (in this order; measured in a serial run of the
-# whole suite, quiet 2 cores: the docs commands ~280 s, determinism ~130 s, the Ray stack
-# 90-150 s, then 40-90 s each). Serially the order changes nothing but when each file runs.
-LONGEST_FIRST = ("test_readme_commands.py", "test_determinism.py", "test_stack.py",
-                 "test_vllm_flow.py", "test_vllm_engine.py", "test_train_flow.py",
-                 "test_differential.py", "test_deployments.py", "test_run_lifecycle.py",
-                 "test_problems_messy.py")
+# `make test` runs the suite on pytest-xdist workers with ``--dist loadfile
+# --no-loadscope-reorder``: each test file on one worker, handed out in collection order as
+# workers free up (without the flag xdist re-sorts the files by their number of tests, and
+# these, with one to four tests each, started last). The suite cannot end before its longest
+# file does, so the longest start first, in this order: their summed durations in the CI of
+# 2026-11-28 on 2 cores (docs commands 438 s, Ray stack 323, vLLM engine 298, determinism 247,
+# vLLM flow 228, then 150 s and less each). Serially the order changes nothing but when each
+# file runs.
+LONGEST_FIRST = ("test_readme_commands.py", "test_stack.py", "test_vllm_engine.py",
+                 "test_determinism.py", "test_vllm_flow.py", "test_train_flow.py",
+                 "test_run_lifecycle.py", "test_deployments.py", "test_problems_messy.py",
+                 "test_sandbox_fanout.py", "test_manifest_integrity.py",
+                 "test_sandbox_validate.py", "test_resume_integrity.py", "test_differential.py")
 
 
 def _longest_first(item: pytest.Item) -> int:

@@ -92,12 +92,12 @@ def cuda_available() -> bool:
 
 # `make test` runs the suite on pytest-xdist workers with ``--dist loadfile
 # --no-loadscope-reorder``: each test file on one worker, handed out in collection order as
-# workers free up (without the flag xdist re-sorts the files by their number of tests, and
-# these, with one to four tests each, started last). The suite cannot end before its longest
-# file does, so the longest start first, in this order: their summed durations in the CI of
-# 2026-11-28 on 2 cores (docs commands 438 s, Ray stack 323, vLLM engine 298, determinism 247,
-# vLLM flow 228, then 150 s and less each). Serially the order changes nothing but when each
-# file runs.
+# workers free up (without the flag xdist re-sorts the files by their number of tests, and the
+# five longest, with one to four tests each, started after most others). The suite cannot end
+# before its longest file does, so the longest start first, in this order: their summed
+# durations in the CI of 2026-11-28 on 2 cores (docs commands 438 s, Ray stack 323, vLLM
+# engine 298, determinism 247, vLLM flow 228, then 150 s and less each). Serially the order
+# changes nothing but when each file runs.
 LONGEST_FIRST = ("test_readme_commands.py", "test_stack.py", "test_vllm_engine.py",
                  "test_determinism.py", "test_vllm_flow.py", "test_train_flow.py",
                  "test_run_lifecycle.py", "test_deployments.py", "test_problems_messy.py",

@@ -87,7 +87,7 @@ samples passing every baseline test (589 / 614 / 578), 519 / 391 / 482 fail the 
 and the discriminator's valid tests rejected 203 / 15 / 183, all among those.
 
 Every earlier call (machine A's, the settings tried, the frozen control's, how the time came
-down) is in ``docs/training.md``, *Progressive tests*, "The experiment".
+down) is in ``docs/training.md``, *What the tiny run shows*, "The experiment".
 """
 
 from __future__ import annotations
@@ -141,6 +141,8 @@ def arm_sets(arm: str, reward: str, control: str = "shuffled", seed: int = 0) ->
     elif arm == "control":
         sets += ["ppo.learning_rate=0", "ppo.discriminator_learning_rate=0"]
     return sets
+
+
 FIGURES = ("heldout_gain", "control_gain", "disc_gain", "disc_control_gain", "ablation_delta",
            "stage_new_tests", "late_catch")
 
@@ -329,27 +331,28 @@ def table(results: dict[int, dict[str, list[dict]]]) -> str:
     seed  pass@1 before  adv    ctrl   base   | wrong caught before  adv    ctrl   | new    late
     0     0.100          0.300  0.000  0.200  | 0.400                0.900  0.200  | 0.500  n/a
     """
-    def f(value: float | None) -> str:
-        return "n/a" if value is None else f"{value:.3f}"
-
     rows = ["seed  pass@1 before  adv    ctrl   base   | wrong caught before  adv    ctrl   "
             "| new    late"]
     for seed, arms in results.items():
         before = arms["adversarial"][0]["metrics"]
         after = {arm: entries[-1]["metrics"] for arm, entries in arms.items()}
         rows.append(
-            f"{seed:<5} {f(before.get('pass_at_1')):<14} "
-            + " ".join(f"{f(after[a].get('pass_at_1')):<6}" for a in ARMS)
-            + f" | {f(before.get('wrong_caught')):<20} "
-            + " ".join(f"{f(after[a].get('wrong_caught')):<6}" for a in ARMS[:2])
-            + f" | {f(after['adversarial'].get('stage_new_tests')):<6} "
-            + f(after["adversarial"].get("late_catch")))
+            f"{seed:<5} {_three(before.get('pass_at_1')):<14} "
+            + " ".join(f"{_three(after[a].get('pass_at_1')):<6}" for a in ARMS)
+            + f" | {_three(before.get('wrong_caught')):<20} "
+            + " ".join(f"{_three(after[a].get('wrong_caught')):<6}" for a in ARMS[:2])
+            + f" | {_three(after['adversarial'].get('stage_new_tests')):<6} "
+            + _three(after["adversarial"].get("late_catch")))
     return "\n".join(rows)
 
 
+def _three(value: float | None) -> str:
+    """A figure to three decimals; ``n/a`` where a run had none (no caught solution, say)."""
+    return "n/a" if value is None else f"{value:.3f}"
+
+
 def line(values: dict[str, float | None]) -> str:
-    return " ".join(f"{k}={'n/a' if values[k] is None else format(values[k], '.3f')}"
-                    for k in FIGURES)
+    return " ".join(f"{k}={_three(values[k])}" for k in FIGURES)
 
 
 def main() -> int:

@@ -19,6 +19,8 @@ ENGINES = ("hf", "vllm")
 """``sampling.engine`` values: what samples the rollouts (``models.engine``)."""
 VLLM_WEIGHTS = ("merged", "lora")
 """``sampling.vllm_weights`` values: how an adapter version reaches the vLLM engine."""
+KL_REFERENCES = ("base", "start")
+"""``ppo.kl_reference`` values: what the KL penalty measures against (``PPOConfig``)."""
 
 _LIMITS, _PLACEMENT = Limits(), Placement()  # the sandbox's defaults live there, not here
 
@@ -281,7 +283,15 @@ class PPOConfig:
     clip_epsilon: float = 0.2
     """Clip range of the probability ratio in the surrogate objective."""
     kl_coef: float = 0.05
-    """Weight of the k3 KL penalty to the reference policy (adapters disabled)."""
+    """Weight of the k3 KL penalty to the reference policy (``kl_reference``)."""
+    kl_reference: str = "base"
+    """What the KL penalty and the logged ``kl_ref`` measure against. ``base`` (the seeds'):
+    the base model with every adapter disabled; no weights are kept. ``start``: each role's
+    adapter as the run's training began (after the warm start or ``--init-from``), saved once
+    beside the run's resume states (``reference/``) so a resumed run and a replay use the same
+    one. After a warm start the base is what the warm start moved away from on purpose (the
+    tiny model's base is random weights): ``base`` pulls back toward it, ``start`` keeps each
+    role near what it was taught."""
     epochs: int = 1
     """Passes over one step's rollouts."""
     mini_batch_size: int = 0
@@ -324,6 +334,8 @@ class PPOConfig:
         _check(0 < self.clip_epsilon < 1, "ppo.clip_epsilon", self.clip_epsilon,
                "must be in (0, 1)")
         _check(self.kl_coef >= 0, "ppo.kl_coef", self.kl_coef, "must be >= 0")
+        _check(self.kl_reference in KL_REFERENCES, "ppo.kl_reference", self.kl_reference,
+               "must be " + " or ".join(map(repr, KL_REFERENCES)))
         _check(self.epochs >= 1, "ppo.epochs", self.epochs, "must be >= 1")
         _check(self.mini_batch_size >= 0, "ppo.mini_batch_size", self.mini_batch_size,
                "must be >= 0 (0 = the whole batch)")

@@ -7,8 +7,10 @@ Qwen2.5-Coder alike). Layouts (``ModelConfig.layout``):
   active adapter per call (half the memory; the two roles cannot run concurrently).
 * ``separate``: two base models, one adapter each (roles may use different base models).
 
-The KL reference policy is the base model with adapters disabled (:meth:`Policies.reference`),
-so no weight copy is kept. 4-bit NF4 (bitsandbytes) is CUDA only and refused on CPU.
+The KL reference policy (:meth:`Policies.reference`) is the base model with adapters disabled,
+so no weight copy is kept, or (``ppo.kl_reference: start``) a frozen copy of a role's adapter
+as training began (:meth:`Policies.set_reference`). 4-bit NF4 (bitsandbytes) is CUDA only and
+refused on CPU.
 
     from models.policy import Policies
     policies = Policies.load(cfg.model, cfg.lora)
@@ -19,6 +21,7 @@ so no weight copy is kept. 4-bit NF4 (bitsandbytes) is CUDA only and refused on 
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 import shutil
@@ -65,6 +68,11 @@ def tensors_version(tensors: Mapping[str, torch.Tensor]) -> str:
         digest.update(name.encode())
         digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
     return digest.hexdigest()[:16]
+
+
+def reference_name(role: str) -> str:
+    """The name of ``role``'s KL reference adapter (:meth:`Policies.set_reference`)."""
+    return f"{role}_reference"
 
 
 def _check_role(role: str) -> str:
@@ -258,10 +266,42 @@ class Policies:
 
     @contextmanager
     def reference(self, role: str) -> Iterator[object]:
-        """The KL reference policy: ``role``'s base model with every adapter disabled."""
+        """The KL reference policy: ``role``'s model with its reference adapter active when
+        :meth:`set_reference` gave it one (``ppo.kl_reference: start``), else its base model
+        with every adapter disabled. ``role``'s own adapter is active again after."""
         model = self.model_for(role)
-        with torch.no_grad(), model.disable_adapter():
-            yield model
+        name = reference_name(role)
+        if name not in model.peft_config:
+            with torch.no_grad(), model.disable_adapter():
+                yield model
+            return
+        model.set_adapter(name, inference_mode=True)  # frozen: nothing of it is trained
+        try:
+            with torch.no_grad():
+                yield model
+        finally:
+            self.activate(role)
+
+    def has_reference(self, role: str) -> bool:
+        """Whether :meth:`set_reference` gave ``role`` a reference adapter."""
+        return reference_name(role) in self._models[_check_role(role)].peft_config
+
+    def set_reference(self, role: str, path: str | Path) -> str:
+        """Load an adapter saved by :meth:`save_adapter` as ``role``'s KL reference (a frozen
+        adapter beside ``role``'s, named ``<role>_reference``; made on first use); returns its
+        ``adapter_version``. ``role``'s own adapter stays active and alone trainable."""
+        from peft import get_peft_model_state_dict  # deferred (see the imports)
+
+        model = self._models[_check_role(role)]
+        name = reference_name(role)
+        if name not in model.peft_config:
+            model.add_adapter(name, copy.deepcopy(model.peft_config[role]))
+        self._load_weights(role, name, path)
+        for param_name, param in model.named_parameters():
+            if f".{name}." in param_name:
+                param.requires_grad_(False)
+        self.activate(role)
+        return tensors_version(get_peft_model_state_dict(model, adapter_name=name))
 
     def _adapter_state(self, role: str) -> dict[str, torch.Tensor]:
         from peft import get_peft_model_state_dict  # deferred (see the imports)
@@ -303,6 +343,12 @@ class Policies:
     def load_adapter(self, role: str, path: str | Path) -> None:
         """Load weights saved by :meth:`save_adapter` into ``role``'s adapter, in place (an
         optimizer over :meth:`trainable_parameters` stays valid)."""
+        self._load_weights(role, role, path)
+        self.activate(role)
+
+    def _load_weights(self, role: str, name: str, path: str | Path) -> None:
+        """Saved adapter weights into ``role``'s model's adapter ``name`` (``role``'s own or
+        its reference), after checking they were made like ``role``'s adapter."""
         # deferred (see the imports)
         from peft import PeftConfig, load_peft_weights, set_peft_model_state_dict
 
@@ -316,9 +362,8 @@ class Policies:
                 f"{sorted(saved.target_modules or ())}; {role} was built with r={current.r}, "
                 f"alpha={current.lora_alpha}, targets={sorted(current.target_modules or ())}")
         weights = load_peft_weights(str(path), device=str(self.device))
-        result = set_peft_model_state_dict(model, weights, adapter_name=role)
-        missing = [k for k in result.missing_keys if "lora_" in k and f".{role}." in k]
+        result = set_peft_model_state_dict(model, weights, adapter_name=name)
+        missing = [k for k in result.missing_keys if "lora_" in k and f".{name}." in k]
         if missing:
             raise ValueError(f"{path}: adapter is missing {len(missing)} weights, e.g. "
                              f"{missing[0]}")
-        self.activate(role)

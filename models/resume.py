@@ -258,13 +258,28 @@ class ResumeStore:
     def steps(self) -> list[int]:
         return state_steps(self.root)
 
+    @property
+    def reference_folder(self) -> Path:
+        """The KL reference adapters of ``ppo.kl_reference: start`` (``models.reference``):
+        written once, as training begins, and never pruned with the states."""
+        return self.root / "reference"
+
     def save(self, step: int, write: Callable[[Path], None],
              adapter_versions: dict[str, str]) -> Path:
         """A new state for ``step``: ``write(tmp)`` fills a temp folder, the manifest (sha256
         and size of every file, each role's ``adapter_version``) is written last, and the
         folder is renamed into place, so a kill leaves either the whole state or none of it.
         Only the last ``keep`` states stay."""
-        final, tmp = self.folder(step), self.root / f".tmp-step={step:06d}"
+        final = self.write_folder(self.folder(step), step, write, adapter_versions)
+        for old in sorted(self.root.glob("step=*"))[:-self.keep]:
+            shutil.rmtree(old, ignore_errors=True)
+        return final
+
+    def write_folder(self, final: Path, step: int, write: Callable[[Path], None],
+                     adapter_versions: dict[str, str]) -> Path:
+        """``final`` (a folder of this store) filled by ``write`` with a manifest written
+        last, atomically (see :meth:`save`); what was there before is replaced."""
+        tmp = final.with_name(f".tmp-{final.name}")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         write(tmp)
@@ -276,8 +291,6 @@ class ResumeStore:
         (tmp / STATE_MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
-        for old in sorted(self.root.glob("step=*"))[:-self.keep]:
-            shutil.rmtree(old, ignore_errors=True)
         return final
 
     def drop_after(self, step: int, damaged: set[int]) -> list[tuple[Path, Path]]:

@@ -25,9 +25,12 @@ from prefect.context import get_run_context
 from artifacts.store import RunStore
 from artifacts.tracking import Tracker, run_page
 from configs import config_to_dict
+from configs.errors import ConfigError
+from configs.names import ROLES
 from configs.schema import TrainConfig
 from models.engine.sampler import VllmSampler
 from models.policy import Policies
+from models.reference import attach_reference, save_reference
 from models.restore import restore_role, restore_state, save_state
 from models.resume import ResumeStore, recorded_state_versions
 from models.rolestate import RoleState, build_role_states
@@ -110,6 +113,8 @@ class RunContext:
             torch.set_num_threads(self.cfg.model.cpu_threads)
         self.policies = Policies.load(self.cfg.model, self.cfg.lora)
         self.roles = build_role_states(self.policies, self.cfg.ppo)
+        if self.cfg.ppo.kl_reference == "start" and self.resume.reference_folder.is_dir():
+            attach_reference(self.resume, self.policies)  # saved when training began
         if self._engine is not None:  # a running engine samples with the new models' adapters
             self._engine.use(self.policies)
 
@@ -149,6 +154,23 @@ class RunContext:
     def restore_role(self, role: str, folder: Path, optimizer: bool = True) -> None:
         """Load ``role`` from a resume state folder, checked (``models.restore``)."""
         restore_role(self.roles, role, folder, optimizer)
+
+    def fix_reference(self, start: int) -> None:
+        """``ppo.kl_reference: start``: the adapters as they are at a new run's start point
+        become its KL reference, saved and attached; a run continuing after step ``start``
+        uses the one it saved then. No-op under ``base``."""
+        if self.cfg.ppo.kl_reference != "start" or self.policies is None:
+            return
+        folder = self.resume.reference_folder
+        if not folder.is_dir():
+            if start > 0:
+                raise ConfigError(
+                    f"ppo.kl_reference='start': run {self.run_id} continues after step {start} "
+                    f"but saved no reference adapters ({folder}); it began under "
+                    "kl_reference='base': keep that, or start a new run")
+            save_reference(self.resume, self.policies)
+        if not all(self.policies.has_reference(role) for role in ROLES):
+            attach_reference(self.resume, self.policies)
 
     # -- problems and seeds ----------------------------------------------------------------
     def samples(self, step: int) -> list[tuple[Problem, int]]:

@@ -23,7 +23,8 @@ def start_point(ctx: RunContext, steps: Sequence[PlannedStep], init_from: str | 
     A run with complete steps (or a saved warm start) resumes from its own state and ignores
     ``init_from``. A new run starts from ``init_from``'s adapters when given, else from the
     warm start when the config enables it, else from fresh adapters; its state is saved as
-    step 0. A new run with a held-out source is evaluated once before any PPO step."""
+    step 0. Under ``ppo.kl_reference: start`` the adapters a new run starts from become its KL
+    reference. A new run with a held-out source is evaluated once before any PPO step."""
     log = get_run_logger()
     start = resume_point(ctx, steps)
     if start:
@@ -42,6 +43,7 @@ def start_point(ctx: RunContext, steps: Sequence[PlannedStep], init_from: str | 
     elif fresh and ctx.cfg.warm_start.enabled:
         warm_start(ctx)
         ctx.save_state(0)
+    ctx.fix_reference(start)  # ppo.kl_reference: start: these adapters, or the saved ones
     if ctx.cfg.evaluation.source and start == 0 and not any(
             e["label"] == "before" for e in recorded(ctx)):
         evaluate_heldout(ctx, "before", 0)  # the held-out row before any PPO step

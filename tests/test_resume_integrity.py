@@ -27,10 +27,11 @@ pytestmark = pytest.mark.slow
 
 def run_overrides(tiny_model_dir: Path, tmp: Path) -> list[str]:
     """tests/test_train_flow.py's shrunk config with one training stage (steps 1 and 2, so
-    states 1 and 2 are kept) and GAE, so every state holds value heads too."""
+    states 1 and 2 are kept) and GAE, so every state holds value heads too; the KL reference
+    is the start (``ppo.kl_reference=start``), so the run keeps one more folder to check."""
     items = [o for o in overrides(tiny_model_dir, tmp) if not o.startswith("schedule.stages")]
     return [*items, "schedule.stages=[1]", "ppo.advantage=gae", "tracking.register_models=false",
-            "rewards.generator={shifted_pass_rate: 1.0}"]
+            "rewards.generator={shifted_pass_rate: 1.0}", "ppo.kl_reference=start"]
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +152,24 @@ def test_zeroed_adapter_falls_back_to_the_older_state_and_redoes_the_step(run_co
     assert (run_copy.states / "damaged-step=000002" / "generator" /
             "adapter_model.safetensors").read_bytes()[-16:] == bytes(16)
     assert sorted(p.name for p in run_copy.states.iterdir()) == [
-        "damaged-step=000002", "step=000001", "step=000002"]
+        "damaged-step=000002", "reference", "step=000001", "step=000002"]
+
+
+def test_the_kl_reference_is_the_start_and_a_damaged_one_is_refused(run_copy):
+    """``ppo.kl_reference=start``: the run's reference holds the adapters its step-1 chains
+    were sampled with (before any update), and a resumed run checks it before using it."""
+    from models.resume import StateIntegrityError
+
+    reference = run_copy.states / "reference"
+    versions = json.loads((reference / "manifest.json").read_text())["adapter_versions"]
+    for role in ("generator", "discriminator"):
+        assert versions[role] == run_copy.store.read(
+            "chains", step=1, part=f"{role}-1")["adapter_version"][0]
+    assert run_copy.context().policies.has_reference("discriminator")
+    bad = reference / "discriminator" / "adapter_model.safetensors"
+    garbage(bad)
+    with pytest.raises(StateIntegrityError, match=f"{bad}: content differs"):
+        run_copy.context()
 
 
 def test_truncated_adapter_falls_back_without_a_traceback(run_copy, capfd, caplog):

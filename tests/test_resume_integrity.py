@@ -299,7 +299,8 @@ def test_all_states_damaged_exits_2_naming_each_file(run_copy, capsys):
     assert "Traceback" not in captured.out + err
     # nothing was touched: the run can still be repaired by putting intact states back
     assert run_copy.store.complete_steps() == [1, 2]
-    assert sorted(p.name for p in run_copy.states.iterdir()) == ["step=000001", "step=000002"]
+    assert sorted(p.name for p in run_copy.states.iterdir()) == [
+        "reference", "step=000001", "step=000002"]
 
 
 def test_no_intact_state_in_the_flow_raises_the_same_error(run_copy):

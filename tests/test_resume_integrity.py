@@ -172,6 +172,16 @@ def test_the_kl_reference_is_the_start_and_a_damaged_one_is_refused(run_copy):
         run_copy.context()
 
 
+def test_a_replayed_update_loads_the_runs_kl_reference(run_copy):
+    """A replay builds its own models: the update it redoes finds the run's reference there
+    (without it, it would refuse) and lands on the recorded adapter."""
+    from flows.replay import replay
+
+    report = replay(run_id=RUN, step=2, stage="update", artifacts_root=str(run_copy.root / "runs"))
+    assert [p["part"] for p in report["parts"]] == ["generator"]
+    assert report["matched"] is True, report["parts"]
+
+
 def test_truncated_adapter_falls_back_without_a_traceback(run_copy, capfd, caplog):
     from flows.train import main
 

@@ -63,8 +63,9 @@ Measured on 2026-11-28 at 9de3236, one call at the defaults (seeds 0, 1, 2; guar
 reward ``all_pass``; the shuffled control; stages 1-5 each 1 + 1 + 2 steps of 8 problems x 4
 samples, 80 new tokens; held-out 32 problems x 2 samples; generator lr 1e-4, discriminator
 3e-4) on machine B (2 cores, an AVX-512 Xeon at 2.5 GHz), quiet: **2589 s = 43 min** (warm
-starts 363-382 s, arms 653-745 s, three at a time; the same call took 2180 s a day earlier:
-this machine's speed varies from day to day)::
+starts 363-382 s, arms 653-745 s, three at a time; the same call took 2180 s a day earlier,
+and 2250 s at b94fd02 on another machine that gives B's figures to the last digit: its speed
+varies from day to day)::
 
     seed  pass@1 before  adv    ctrl   base  | wrong caught before  adv    ctrl   | new  late
     0     0.047          0.188  0.062  0.031 | 0.448                0.983  0.414  | 0.623  0.754

@@ -156,20 +156,22 @@ class RunContext:
         restore_role(self.roles, role, folder, optimizer)
 
     def fix_reference(self, start: int) -> None:
-        """``ppo.kl_reference: start``: the adapters as they are at a new run's start point
-        become its KL reference, saved and attached; a run continuing after step ``start``
-        uses the one it saved then. No-op under ``base``."""
+        """``ppo.kl_reference: start``: the adapters as they are at the start point of a run
+        with no complete step become its KL reference, saved (replacing any an earlier attempt
+        left) and attached; a run continuing after step ``start`` uses the one it saved then.
+        No-op under ``base``."""
         if self.cfg.ppo.kl_reference != "start" or self.policies is None:
             return
         folder = self.resume.reference_folder
-        if not folder.is_dir():
-            if start > 0:
-                raise ConfigError(
-                    f"ppo.kl_reference='start': run {self.run_id} continues after step {start} "
-                    f"but saved no reference adapters ({folder}); it began under "
-                    "kl_reference='base': keep that, or start a new run")
+        if start == 0:
             save_reference(self.resume, self.policies)
-        if not all(self.policies.has_reference(role) for role in ROLES):
+            attach_reference(self.resume, self.policies)
+        elif not folder.is_dir():
+            raise ConfigError(
+                f"ppo.kl_reference='start': run {self.run_id} continues after step {start} "
+                f"but saved no reference adapters ({folder}); it began under "
+                "kl_reference='base': keep that, or start a new run")
+        elif not all(self.policies.has_reference(role) for role in ROLES):
             attach_reference(self.resume, self.policies)
 
     # -- problems and seeds ----------------------------------------------------------------

@@ -124,6 +124,21 @@ def test_a_new_run_fixes_its_start_and_a_continued_run_keeps_it(
     assert torch.equal(reference_logits(moved, "generator", batch), start)
 
 
+def test_a_run_with_no_complete_step_fixes_its_start_again(
+        policies, batch, tiny_model_dir, tmp_path):
+    """An earlier attempt's reference (killed before step 1 completed, then started with
+    other adapters) is replaced: the reference is what the steps start from."""
+    context(tiny_model_dir, tmp_path, policies, "start").fix_reference(0)
+    other = Policies.load(cfg(tiny_model_dir), LORA)
+    train_step(other, "generator", batch)
+    start = logits(other.model_for("generator"), batch)
+    ctx = context(tiny_model_dir, tmp_path, other, "start")
+    ctx.fix_reference(0)
+    assert torch.equal(reference_logits(other, "generator", batch), start)
+    assert attach_reference(ctx.resume, Policies.load(cfg(tiny_model_dir), LORA))[
+        "generator"] == other.adapter_version("generator")
+
+
 def test_continuing_without_a_saved_reference_is_refused(policies, tiny_model_dir, tmp_path):
     ctx = context(tiny_model_dir, tmp_path, policies, "start")
     with pytest.raises(ConfigError, match="continues after step 2 but saved no reference"):

@@ -3,8 +3,8 @@
 The batch is the role's outputs at the trained stage only (stages before it were sampled
 without gradients and stay frozen; the loss mask covers exactly these response tokens); its
 old log-probs are those recorded at sampling time, the reference log-probs come from the same
-model with adapters disabled, or with the role's reference adapter (``ppo.kl_reference``)
-(``ppo.micro_batch_size`` rows per forward pass, no gradient).
+model with adapters disabled or, under ``ppo.kl_reference: start``, with the role's reference
+adapter (``ppo.micro_batch_size`` rows per forward pass, no gradient).
 The batch is packed to tensors once (:func:`build_batch`); every forward pass, reference or
 PPO, reads a row slice of them (:func:`logprob_fn`, :func:`reference_logprobs`). Under
 ``ppo.advantage=gae`` the role's value head (``models.rolestate.RoleState``) reads the same
@@ -139,11 +139,11 @@ def _update(state: RoleState, batch: PackedBatch, sampling: SamplingConfig,
             ppo: PPOConfig) -> UpdateStats:
     """``ppo_update`` of ``state`` on ``batch``: moved to the model's device once, the KL
     reference's log-probs (``ppo.kl_reference``: the base, or the role's adapter as training
-    began), the trainer's own log-probs of the sampled tokens with the
-    adapter that sampled them (the sampler mismatch), which are the ratio's old log-probs: both
-    samplers run the adapter merged into the base weights (``models.merged``), whose rounding
-    differs from the trainer's LoRA layers, so their recorded ones would bias the ratio; then
-    the update in train mode."""
+    began), the trainer's own log-probs of the sampled tokens with the adapter that sampled
+    them (the sampler mismatch), which are the ratio's old log-probs: both samplers run the
+    adapter merged into the base weights (``models.merged``), whose rounding differs from the
+    trainer's LoRA layers, so their recorded ones would bias the ratio; then the update in
+    train mode."""
     policies = state.policies
     if ppo.kl_reference == "start" and not policies.has_reference(state.role):
         raise RuntimeError(f"ppo.kl_reference='start' but {state.role} has no reference adapter "
@@ -152,7 +152,7 @@ def _update(state: RoleState, batch: PackedBatch, sampling: SamplingConfig,
     device = next(model.parameters()).device                             # moved there once
     batch = batch.to(device)
     temperature, top_p = sampling.temperature, sampling.top_p
-    with policies.reference(state.role) as ref_model:              # base or start, no grad
+    with policies.reference(state.role) as ref_model:            # base or start, no grad
         ref = reference_logprobs(ref_model, batch, temperature=temperature, top_p=top_p,
                                  micro_batch_size=ppo.micro_batch_size)  # (B, T)
     own = reference_logprobs(policies.model_for(state.role), batch, temperature=temperature,

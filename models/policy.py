@@ -297,10 +297,7 @@ class Policies:
         if name not in model.peft_config:
             model.add_adapter(name, copy.deepcopy(model.peft_config[role]))
         self._load_weights(role, name, path)
-        for param_name, param in model.named_parameters():
-            if f".{name}." in param_name:
-                param.requires_grad_(False)
-        self.activate(role)
+        self.activate(role)  # peft's set_adapter: the active adapter trainable, others frozen
         return tensors_version(get_peft_model_state_dict(model, adapter_name=name))
 
     def _adapter_state(self, role: str) -> dict[str, torch.Tensor]:

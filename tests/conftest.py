@@ -39,6 +39,17 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.fixture(scope="module")
+def batch(tiny_model_dir):
+    """One tokenised line of code for the tiny model, ``(1, T)`` ids (logits, train steps)."""
+    import torch
+
+    from models.policy import load_tokenizer
+
+    tokenizer = load_tokenizer(str(tiny_model_dir))
+    return torch.tensor([tokenizer("def add(a, b):\n    return a + b")["input_ids"]])
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """``../shared/data`` (real problem files written by others); skips where absent, as in a

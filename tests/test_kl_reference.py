@@ -14,7 +14,7 @@ from configs import load_config
 from configs.errors import ConfigError
 from configs.names import ROLES
 from configs.schema import LoraConfig
-from models.policy import Policies, load_tokenizer, reference_name
+from models.policy import Policies, reference_name
 from models.reference import attach_reference, save_reference
 from models.resume import ResumeStore, StateIntegrityError
 
@@ -31,12 +31,6 @@ def policies(tiny_model_dir) -> Policies:
     for role in ROLES:
         train_step(policies, role, tokens)
     return policies
-
-
-@pytest.fixture(scope="module")
-def batch(tiny_model_dir) -> torch.Tensor:
-    tokenizer = load_tokenizer(str(tiny_model_dir))
-    return torch.tensor([tokenizer("def add(a, b):\n    return a + b")["input_ids"]])
 
 
 def reference_logits(policies: Policies, role: str, batch: torch.Tensor) -> torch.Tensor:
@@ -105,7 +99,7 @@ def context(tiny_model_dir, tmp_path, policies, reference: str):
     from tasks.runtime import RunContext
 
     train = load_config(MINIMAL, [f"model.generator={tiny_model_dir}",
-                                                 f"ppo.kl_reference={reference}"])
+                                  f"ppo.kl_reference={reference}"])
     return RunContext(cfg=train, run_id="run", store=None, problems=[],
                       resume=ResumeStore(tmp_path / "state", "run"), policies=policies)
 

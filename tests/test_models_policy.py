@@ -24,12 +24,6 @@ def policies(tiny_model_dir) -> Policies:
     return Policies.load(cfg(tiny_model_dir), LoraConfig(r=4, alpha=8))
 
 
-@pytest.fixture(scope="module")
-def batch(tiny_model_dir) -> torch.Tensor:
-    tokenizer = load_tokenizer(str(tiny_model_dir))
-    return torch.tensor([tokenizer("def add(a, b):\n    return a + b")["input_ids"]])
-
-
 def logits(model, batch) -> torch.Tensor:
     with torch.no_grad():
         return model(input_ids=batch).logits

@@ -450,10 +450,16 @@ class EvaluationConfig:
     each_stage: bool = True
     """Evaluate after every training stage; false: only before the first step and after the
     last stage (``benchmarks/learning.py`` compares just those two, in a fixed time budget)."""
+    temperature: float | None = None
+    """Sampling temperature of the evaluation's chains and tests; ``None``: the training
+    rollouts' (``sampling.temperature``). Set it to explore at one temperature in training and
+    measure pass@1 at a fixed one, so that changing the former does not move the yardstick."""
 
     def __post_init__(self) -> None:
         _check(self.limit >= 1, "evaluation.limit", self.limit, "must be >= 1")
         _check(self.samples >= 1, "evaluation.samples", self.samples, "must be >= 1")
+        _check(self.temperature is None or self.temperature > 0, "evaluation.temperature",
+               self.temperature, "must be > 0 (or null: sampling.temperature)")
 
 
 @dataclass(frozen=True)

@@ -134,6 +134,15 @@ def wrong_caught(wrong: Sequence[dict[str, str]], valid: dict[str, dict[str, int
     return out
 
 
+def evaluation_config(cfg: Any) -> Any:
+    """``cfg`` with the evaluation's sampling temperature (``evaluation.temperature``, when set)
+    in place of the training rollouts'."""
+    temperature = cfg.evaluation.temperature
+    if temperature is None or temperature == cfg.sampling.temperature:
+        return cfg
+    return replace(cfg, sampling=replace(cfg.sampling, temperature=temperature))
+
+
 def heldout_metrics(sampler: Any, cfg: Any, problems: Sequence[Any],
                     wrong: Sequence[dict[str, str]] | None = None
                     ) -> tuple[list[dict[str, Any]], dict[str, float]]:
@@ -142,7 +151,7 @@ def heldout_metrics(sampler: Any, cfg: Any, problems: Sequence[Any],
     ``evaluations`` rows and the figures of the module docstring (keys without prefix).
     ``wrong``: the run's fixed wrong solutions (``wrong_solutions`` of its first evaluation;
     None: this is the first, and its own are used)."""
-    engine = ChainSolver(sampler, cfg)
+    engine = ChainSolver(sampler, evaluation_config(cfg))
     judged = [hidden_problem(p) for p in problems]
     scored: dict[str, Any] = {}
     rows, metrics = evaluate_engine(engine, judged, samples=cfg.evaluation.samples, ks=(1,),

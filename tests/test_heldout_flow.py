@@ -127,3 +127,41 @@ def test_wrong_caught_counts_wrong_solutions_some_valid_test_rejects():
     assert got["caught_s2"] == got["caught_s4"] == got["caught_s5"] == 0.0
     assert wrong_caught([], valid, {"add": add}, run) == {}
     assert wrong_caught(wrong[:1], {}, {"add": add}, run)["wrong_caught"] == 0.0
+
+
+def test_heldout_samples_at_the_evaluation_temperature_when_set(tiny_model_dir, one_thread):
+    """Training may explore at one temperature while pass@1 is measured at another: every
+    sampling call of a held-out evaluation uses ``evaluation.temperature`` when it is set."""
+    from configs import load_config
+    from configs.sections import LoraConfig
+    from models.policy import Policies
+    from pipeline.heldout import heldout_metrics
+    from tasks.heldout import heldout_problems
+
+    class Recording:
+        def __init__(self, inner):
+            self.inner, self.temperatures = inner, set()
+
+        def tokenizer_for(self, role):
+            return self.inner.tokenizer_for(role)
+
+        def adapter_version(self, role):
+            return self.inner.adapter_version(role)
+
+        def activate(self, role):
+            self.inner.activate(role)
+
+        def sample(self, role, prompts, sampling, seed):
+            self.temperatures.add(sampling.temperature)
+            return self.inner.sample(role, prompts, sampling, seed)
+
+    base = [f"model.generator={tiny_model_dir}", "sampling.max_new_tokens=4",
+            "sampling.temperature=1.3", "evaluation.source=family:piecewise:heldout",
+            "evaluation.limit=1"]
+    problems = heldout_problems("family:piecewise:heldout", 1)
+    for sets, expected in ((base, {1.3}), (base + ["evaluation.temperature=0.4"], {0.4})):
+        cfg = load_config(str(REPO / "configs/minimal.yaml"), sets)
+        sampler = Recording(Policies.load(cfg.model, LoraConfig(r=2, alpha=4)))
+        rows, metrics = heldout_metrics(sampler, cfg, problems)
+        assert sampler.temperatures == expected
+        assert cfg.sampling.temperature == 1.3 and metrics["samples"] == len(rows) == 1

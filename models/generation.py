@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -64,26 +65,68 @@ def _warpers(temperature: float, top_p: float) -> list:
     return warpers
 
 
+def distinct_rows(input_ids: torch.Tensor, attention_mask: torch.Tensor
+                  ) -> tuple[list[int], list[int]]:
+    """Rows that hold the same padded prompt (ids and mask): the first row of each distinct
+    one, and for every row the index of its prompt among them.
+
+    >>> ids = torch.tensor([[0, 5], [0, 5], [7, 5], [0, 5]])
+    >>> distinct_rows(ids, torch.tensor([[0, 1], [0, 1], [1, 1], [1, 1]]))
+    ([0, 2, 3], [0, 0, 1, 2])
+    """
+    seen: dict[tuple, int] = {}
+    firsts: list[int] = []
+    expand: list[int] = []
+    for row, key in enumerate(zip(map(tuple, input_ids.tolist()),
+                                  map(tuple, attention_mask.tolist()), strict=True)):
+        if key not in seen:
+            seen[key] = len(firsts)
+            firsts.append(row)
+        expand.append(seen[key])
+    return firsts, expand
+
+
+def _prefill(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+             positions: torch.Tensor, share: bool) -> tuple[torch.Tensor, Any]:
+    """The prompts' last-position logits and KV cache. With ``share``, each distinct prompt
+    (a group's samples share theirs) is run once and its logits and cache rows are copied to
+    every row that holds it: the group's samples then draw from the same numbers, the prefill
+    costs a quarter for groups of four. Each row's result does not depend on the other rows
+    of its batch (``tests/test_generation.py`` checks the samples are the same either way)."""
+    from transformers import DynamicCache  # deferred: see generate
+
+    firsts, expand = (distinct_rows(input_ids, attention_mask) if share
+                      else (list(range(input_ids.shape[0])), []))
+    if len(firsts) == input_ids.shape[0]:
+        out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
+                    past_key_values=DynamicCache(), use_cache=True, logits_to_keep=1)
+        return out.logits, out.past_key_values
+    rows = torch.tensor(firsts, device=input_ids.device)
+    out = model(input_ids=input_ids[rows], attention_mask=attention_mask[rows],
+                position_ids=positions[rows], past_key_values=DynamicCache(), use_cache=True,
+                logits_to_keep=1)
+    copies = torch.tensor(expand, device=input_ids.device)
+    out.past_key_values.reorder_cache(copies)
+    return out.logits[copies], out.past_key_values
+
+
 def _sample_chunk(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new: int,
-                  min_new: int, eos: list[int], pad: int, warpers: list
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
+                  min_new: int, eos: list[int], pad: int, warpers: list,
+                  share_prefill: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """``(B, n)`` sampled tokens and their log-probs, ``n <= max_new``: one forward pass per
     token over the KV cache, until every row has sampled a stop token (rows done earlier get
     ``pad``). ``model.generate``'s job here without its per-token machinery, which took a
     quarter of the tiny model's sampling time; the model's ``generation_config`` (Qwen2.5's
     sets ``top_k=20``, ``repetition_penalty=1.05``) is never read, so nothing but temperature
     and top-p shapes the distribution PPO's ratios assume."""
-    from transformers import DynamicCache  # deferred: see generate
-
     rows, device = input_ids.shape[0], input_ids.device
     stops = torch.tensor(eos, device=device)
     positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
-                past_key_values=DynamicCache(), use_cache=True, logits_to_keep=1)
+    logits, cache = _prefill(model, input_ids, attention_mask, positions, share_prefill)
     running = torch.ones(rows, dtype=torch.bool, device=device)
     tokens, logprobs = [], []
     for step in range(max_new):
-        scores = out.logits[:, -1, :].float()
+        scores = logits[:, -1, :].float()
         if step < min_new:
             scores[:, eos] = float("-inf")
         for warp in warpers:
@@ -99,7 +142,8 @@ def _sample_chunk(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
         attention_mask = torch.cat([attention_mask, attention_mask.new_ones((rows, 1))], dim=1)
         positions = positions[:, -1:] + 1
         out = model(input_ids=sampled[:, None], attention_mask=attention_mask,
-                    position_ids=positions, past_key_values=out.past_key_values, use_cache=True)
+                    position_ids=positions, past_key_values=cache, use_cache=True)
+        logits, cache = out.logits, out.past_key_values
     if not tokens:
         return (torch.zeros((rows, 0), dtype=torch.long, device=device),
                 torch.zeros((rows, 0), device=device))
@@ -133,7 +177,7 @@ def _model_device(model) -> torch.device:
 
 def generate(model, tokenizer, prompts: Sequence[Sequence[int] | str], sampling: SamplingConfig,
              *, seed: int | None = None, max_new_tokens: int | None = None,
-             min_new_tokens: int = 0) -> GenerationBatch:
+             min_new_tokens: int = 0, share_prefill: bool = True) -> GenerationBatch:
     """Sample one response per prompt (token ids or text), ``sampling.batch_size`` at a time.
 
     Reproducible: the same prompts, seed and weights give the same samples (each chunk seeds
@@ -141,6 +185,8 @@ def generate(model, tokenizer, prompts: Sequence[Sequence[int] | str], sampling:
     random state is untouched). A sample depends on its chunk's padding, so change the batch
     size and samples change too. ``min_new_tokens`` forbids stopping early (benchmarks only:
     it masks EOS, so those log-probs are of a slightly different distribution).
+    ``share_prefill``: a prompt that several rows of a chunk hold (a problem's samples) is
+    prefilled once for all of them; False prefills every row (the same samples, slower).
     """
     seed = sampling.seed if seed is None else seed
     max_new = max_new_tokens or sampling.max_new_tokens
@@ -167,7 +213,7 @@ def generate(model, tokenizer, prompts: Sequence[Sequence[int] | str], sampling:
                 with torch.no_grad():
                     new, logprobs = _sample_chunk(
                         model, input_ids, attention_mask, max_new, min_new_tokens, eos, pad,
-                        warpers)
+                        warpers, share_prefill)
             seconds = time.perf_counter() - t0
             chunk_seconds.append(seconds)
             new, logprobs = new.cpu(), logprobs.cpu()

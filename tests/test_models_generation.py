@@ -330,3 +330,40 @@ def test_packed_batch_micro_batches_match_response_logprobs(policies, prompts):
         parts.append(packed_logprobs(model, mb, temperature=0.7).logprobs)
     assert torch.equal(batch.loss_mask > 0, whole.mask)
     assert torch.allclose(torch.cat(parts), whole.logprobs, atol=LOGPROB_ATOL)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_shared_prefill_samples_exactly_what_one_prefill_per_row_samples(tiny_model_dir,
+                                                                          prompts, dtype):
+    """A problem's samples share one prefill of their prompt (``share_prefill``, the default):
+    the same tokens and the same log-probs, bit for bit, as prefilling every row, in the
+    dtype runs use (float32) too. Groups of three in chunks of eight, so a group is split by a
+    chunk boundary and chunks hold prompts of different lengths (left padding)."""
+    from dataclasses import replace
+
+    model_policies = Policies.load(ModelConfig(generator=str(tiny_model_dir)),
+                                   LoraConfig(r=4, alpha=8))
+    model = model_policies.model_for("generator").to(dtype)
+    with torch.no_grad():
+        for p in model_policies.trainable_parameters("generator"):
+            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(0),
+                                      dtype=p.dtype))
+    rows = [p for p in prompts for _ in range(3)]
+    prefilled: list[int] = []  # rows of each forward pass over more than one position
+    model.register_forward_pre_hook(
+        lambda _, args, kwargs: prefilled.append(kwargs["input_ids"].shape[0])
+        if kwargs["input_ids"].shape[1] > 1 else None, with_kwargs=True)
+    distinct = sum(len({tuple(p) for p in rows[i:i + 8]}) for i in range(0, len(rows), 8))
+    for temperature in (0.5, 1.0):
+        sampling = replace(SAMPLING, temperature=temperature, batch_size=8)
+        prefilled.clear()
+        shared = generate(model, model_policies.tokenizer, rows, sampling).generations
+        assert sum(prefilled) == distinct < len(rows)
+        prefilled.clear()
+        each = generate(model, model_policies.tokenizer, rows, sampling,
+                        share_prefill=False).generations
+        assert sum(prefilled) == len(rows)
+        assert [g.response_ids for g in shared] == [g.response_ids for g in each]
+        assert [g.logprobs for g in shared] == [g.logprobs for g in each]
+        # the rows of a group share the prompt's numbers, not the draw
+        assert len({tuple(g.response_ids) for g in shared}) > len(prompts)

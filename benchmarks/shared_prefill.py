@@ -1,0 +1,89 @@
+"""Sampling a step's chains with each group's prompt prefilled once, against every row
+prefilled on its own (``generate(..., share_prefill=False)``), on the tiny model.
+
+    .venv/bin/python benchmarks/shared_prefill.py [--problems 8] [--samples 4] [--tokens 27]
+
+The prompts are the discriminator's at chain stage 5 on the ``guards`` family (the problem and
+four earlier stages of text: ~450-570 tokens, as in ``benchmarks/learning.py``'s runs), each
+held by ``--samples`` rows, sampled in chunks of 16 with ``--tokens`` new tokens forced (27:
+the discriminator's mean output there). Both ways must sample the same tokens with the same
+log-probs; the benchmark stops if they do not. Prints the median of ``--repeats`` interleaved
+runs of each; the last line is ``speedup=<per-row seconds over shared seconds>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+from configs.schema import LoraConfig, ModelConfig, SamplingConfig  # noqa: E402
+from models.generation import generate  # noqa: E402
+from models.policy import Policies  # noqa: E402
+from models.prompts import discriminator_prompt  # noqa: E402
+from models.tiny import build_tiny_model  # noqa: E402
+from problems.loaders import load_problems  # noqa: E402
+
+# Earlier stages' text of the length the warm-started generator writes (19-23 tokens a stage).
+STAGES = ["Use the thresholds in order and return the matching value.",
+          "1. check x below the low bound 2. check the high bound 3. else scale x",
+          "if x < lo: return c; if x >= hi: return d; return x * a + b",
+          "x is an int; the bounds are checked before the scale; lo < hi always holds",
+          "def pick(x):\n    if x < 0:\n        return 5\n    return x * 2 + 1"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--problems", type=int, default=8)
+    parser.add_argument("--samples", type=int, default=4, help="rows holding each prompt")
+    parser.add_argument("--tokens", type=int, default=27)
+    parser.add_argument("--batch", type=int, default=16, help="rows per sampling chunk")
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)  # as the runs: one intra-op thread (configs/tiny.yaml)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        policies = Policies.load(ModelConfig(generator=str(build_tiny_model(Path(tmp) / "m"))),
+                                 LoraConfig())
+        model, tokenizer = policies.model_for("generator"), policies.tokenizer
+        problems = load_problems("family:guards:train")[:args.problems]
+        prompts = [discriminator_prompt(tokenizer, p, 5, STAGES, 1024).ids
+                   for p in problems for _ in range(args.samples)]
+        sampling = SamplingConfig(max_new_tokens=args.tokens, batch_size=args.batch,
+                                  temperature=0.5, seed=0)
+        print(f"{len(problems)} problems x {args.samples} rows, prompt tokens "
+              f"{min(map(len, prompts))}-{max(map(len, prompts))}, {args.tokens} new tokens, "
+              f"chunks of {args.batch}")
+
+        def timed(share: bool) -> tuple[float, list]:
+            start = time.perf_counter()
+            out = generate(model, tokenizer, prompts, sampling, min_new_tokens=args.tokens,
+                           share_prefill=share).generations
+            return time.perf_counter() - start, [(g.response_ids, g.logprobs) for g in out]
+
+        timed(True)  # warm-up: first-call allocations
+        shared, each = [], []
+        for _ in range(args.repeats):  # interleaved, so load changes hit both alike
+            seconds, a = timed(True)
+            shared.append(seconds)
+            seconds, b = timed(False)
+            each.append(seconds)
+            if a != b:
+                print("the two ways sampled different tokens or log-probs", file=sys.stderr)
+                return 1
+    s, e = statistics.median(shared), statistics.median(each)
+    print(f"shared prefill:  median {s:.3f} s  [{', '.join(f'{x:.3f}' for x in shared)}]")
+    print(f"every row:       median {e:.3f} s  [{', '.join(f'{x:.3f}' for x in each)}]")
+    print(f"speedup={e / s:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

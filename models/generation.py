@@ -91,13 +91,13 @@ def _prefill(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     """The prompts' last-position logits and KV cache. With ``share``, each distinct prompt
     (a group's samples share theirs) is run once and its logits and cache rows are copied to
     every row that holds it: the group's samples then draw from the same numbers, the prefill
-    costs a quarter for groups of four. Each row's result does not depend on the other rows
-    of its batch (``tests/test_generation.py`` checks the samples are the same either way)."""
+    costs a quarter for groups of four. A row's numbers do not depend on the other rows of
+    its batch, so the samples are the same either way, bit for bit
+    (``tests/test_models_generation.py``, float32 and float64)."""
     from transformers import DynamicCache  # deferred: see generate
 
-    firsts, expand = (distinct_rows(input_ids, attention_mask) if share
-                      else (list(range(input_ids.shape[0])), []))
-    if len(firsts) == input_ids.shape[0]:
+    firsts, expand = distinct_rows(input_ids, attention_mask) if share else ([], [])
+    if not share or len(firsts) == input_ids.shape[0]:
         out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
                     past_key_values=DynamicCache(), use_cache=True, logits_to_keep=1)
         return out.logits, out.past_key_values

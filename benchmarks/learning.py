@@ -90,8 +90,9 @@ and the discriminator's valid tests rejected 203 / 15 / 183, all among those.
 The same call at 7c16ce9 (a group's prompt prefilled once: the same samples bit for bit) gave
 the table above to the last digit in **1699 s = 28.3 min** (warm starts 287-290 s, arms 396-496
 s, quiet, 2026-11-28 on a machine that gives B's figures). Run side by side with the commit
-before it at seed 0, that change saved 5% of an arm; the rest of the difference from 2250 s is
-the machine's speed at another hour. 25 minutes: **missed** on this kind of machine.
+before it at seed 0 (quiet, and again with tests beside them), that change saved 5% of an arm
+(median 977 -> 926 s); the rest of the difference from 2250 s is the machine's speed at
+another hour. 25 minutes: **missed** on this kind of machine.
 
 Every earlier call (machine A's, the settings tried, the frozen control's, how the time came
 down) is in ``docs/training.md``, *What the tiny run shows*, "The experiment".

@@ -97,14 +97,13 @@ def _prefill(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     from transformers import DynamicCache  # deferred: see generate
 
     firsts, expand = distinct_rows(input_ids, attention_mask) if share else ([], [])
-    if not share or len(firsts) == input_ids.shape[0]:
-        out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
-                    past_key_values=DynamicCache(), use_cache=True, logits_to_keep=1)
-        return out.logits, out.past_key_values
-    rows = torch.tensor(firsts, device=input_ids.device)
+    shared = share and len(firsts) < input_ids.shape[0]
+    rows = torch.tensor(firsts, device=input_ids.device) if shared else slice(None)
     out = model(input_ids=input_ids[rows], attention_mask=attention_mask[rows],
                 position_ids=positions[rows], past_key_values=DynamicCache(), use_cache=True,
                 logits_to_keep=1)
+    if not shared:
+        return out.logits, out.past_key_values
     copies = torch.tensor(expand, device=input_ids.device)
     out.past_key_values.reorder_cache(copies)
     return out.logits[copies], out.past_key_values

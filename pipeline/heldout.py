@@ -138,7 +138,7 @@ def evaluation_config(cfg: Any) -> Any:
     """``cfg`` with the evaluation's sampling temperature (``evaluation.temperature``, when set)
     in place of the training rollouts'."""
     temperature = cfg.evaluation.temperature
-    if temperature is None or temperature == cfg.sampling.temperature:
+    if temperature is None:
         return cfg
     return replace(cfg, sampling=replace(cfg.sampling, temperature=temperature))
 

@@ -207,7 +207,10 @@ def load_start_state(ctx: RunContext, step: int, roles: list[str], expected: dic
                      *, optimizers: bool) -> dict[str, str]:
     """Put ``roles``' adapters (and optimizers) where step ``step`` started: the state saved
     after step-1, the fresh adapters for step 1, or the MLflow checkpoint of step-1. Checks each
-    against the recorded version; returns ``role -> "<version> (<source>)"``."""
+    against the recorded version; returns ``role -> "<version> (<source>)"``. Under
+    ``ppo.kl_reference: start`` the run's saved reference is attached too: the one the
+    recorded updates measured their KL against (a replay and ``--finish-failed`` redo them)."""
+    ctx.attach_saved_reference()
     prev = step - 1
     folder = ctx.resume.folder(prev)
     if folder.is_dir():

@@ -108,13 +108,17 @@ class RunContext:
 
     # -- models ----------------------------------------------------------------------------
     def load_policies(self) -> None:
-        """Base models with fresh adapters, and a fresh state (value head, optimizer) per role."""
+        """Base models with fresh adapters, and a fresh state (value head, optimizer) per role.
+
+        No KL reference yet: the models are loaded before the run's start point is known, and
+        a run with no complete step replaces the reference an earlier attempt saved
+        (:meth:`fix_reference`), so reading that one here could only refuse a start that
+        would have written over it. Redoing recorded steps attaches the saved one
+        (:meth:`attach_saved_reference`, from ``tasks.recorded.load_start_state``)."""
         if self.cfg.model.cpu_threads:
             torch.set_num_threads(self.cfg.model.cpu_threads)
         self.policies = Policies.load(self.cfg.model, self.cfg.lora)
         self.roles = build_role_states(self.policies, self.cfg.ppo)
-        if self.cfg.ppo.kl_reference == "start" and self.resume.reference_folder.is_dir():
-            attach_reference(self.resume, self.policies)  # saved when training began
         if self._engine is not None:  # a running engine samples with the new models' adapters
             self._engine.use(self.policies)
 
@@ -171,7 +175,16 @@ class RunContext:
                 f"ppo.kl_reference='start': run {self.run_id} continues after step {start} "
                 f"but saved no reference adapters ({folder}); it began under "
                 "kl_reference='base': keep that, or start a new run")
-        elif not all(self.policies.has_reference(role) for role in ROLES):
+        else:
+            self.attach_saved_reference()
+
+    def attach_saved_reference(self) -> None:
+        """``ppo.kl_reference: start``: attach the reference the run saved as training began
+        (checked; a damaged one raises ``StateIntegrityError``), unless attached already or
+        none was saved (an update then refuses to run without it). No-op under ``base``."""
+        if (self.cfg.ppo.kl_reference == "start" and self.policies is not None
+                and self.resume.reference_folder.is_dir()
+                and not all(self.policies.has_reference(role) for role in ROLES)):
             attach_reference(self.resume, self.policies)
 
     # -- problems and seeds ----------------------------------------------------------------

@@ -133,6 +133,24 @@ def test_a_run_with_no_complete_step_fixes_its_start_again(
         "generator"] == other.adapter_version("generator")
 
 
+def test_a_damaged_reference_of_an_attempt_with_no_complete_step_is_replaced(
+        policies, batch, tiny_model_dir, tmp_path):
+    """A run's models load before its start point is known, so loading them leaves the
+    reference alone: an earlier attempt's damaged copy (killed before step 1 completed) is
+    written over by ``fix_reference(0)``, not refused before it can be."""
+    ctx = context(tiny_model_dir, tmp_path, policies, "start")
+    ctx.fix_reference(0)
+    weights = ctx.resume.reference_folder / "generator" / "adapter_model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-8] + bytes(8))
+    ctx.load_policies()  # the next attempt's models
+    assert not ctx.policies.has_reference("generator")
+    train_step(ctx.policies, "generator", batch)
+    started = ctx.policies.adapter_version("generator")
+    ctx.fix_reference(0)
+    ctx.load_policies()
+    assert attach_reference(ctx.resume, ctx.policies)["generator"] == started
+
+
 def test_continuing_without_a_saved_reference_is_refused(policies, tiny_model_dir, tmp_path):
     ctx = context(tiny_model_dir, tmp_path, policies, "start")
     with pytest.raises(ConfigError, match="continues after step 2 but saved no reference"):

@@ -92,7 +92,9 @@ the table above to the last digit in **1699 s = 28.3 min** (warm starts 287-290 
 s, quiet, 2026-11-28 on a machine that gives B's figures). Run side by side with the commit
 before it at seed 0 (quiet, and again with tests beside them), that change saved 5% of an arm
 (median 977 -> 926 s); the rest of the difference from 2250 s is the machine's speed at
-another hour. 25 minutes: **missed** on this kind of machine.
+another hour. 25 minutes: **missed** on this kind of machine. Again at 1c8bb05, a session
+later, quiet: the same table in 1674 s = 27.9 min; the two cores were saturated throughout
+the arms, about 40% of it in the sandbox (``docs/training.md``, "Where the call's CPU goes").
 
 Every earlier call (machine A's, the settings tried, the frozen control's, how the time came
 down) is in ``docs/training.md``, *What the tiny run shows*, "The experiment".

@@ -5,7 +5,10 @@ tests, and with ``rewards.peer_tests`` those written for its problem's other sam
 against the sample's final code (candidate), against the reference solution (validity) and
 against AST mutants of the reference (can the tests catch a bug?; not peer copies). Work is
 deduplicated before it reaches the sandbox: samples of one problem share many tests, so the
-reference and each mutant run every distinct test of the problem once.
+reference and each mutant run every distinct test of the problem once; and a job equal to
+another of the step (the same program, the same tests in the same order: a nearly
+deterministic policy writes the same code and tests for several samples) runs once, its result
+given to each (:func:`run_distinct`).
 
 ``build_suites``/``plan_jobs``/``execution_rows`` are pure; ``run_jobs`` is injected (the
 sandbox's runner under the run's limits, :func:`sandbox_runner`, in training and evaluation, a
@@ -159,9 +162,29 @@ def sandbox_runner(sandbox: SandboxConfig) -> RunJobs:
     return job_runner(sandbox.limits(), sandbox.placement())
 
 
+def run_distinct(run_jobs: RunJobs, jobs: Sequence[tuple[str, list[str]]]) -> list[Any]:
+    """``run_jobs(jobs)``'s results, each distinct job run once: a job is the pytest session of
+    its program and its test modules in order, so two equal jobs are the same session and
+    their verdicts are one (in seed 0's adversarial arm of ``benchmarks/learning.py``, 22% of
+    candidate jobs equalled another of their step). The first copy runs, in job order.
+
+    >>> calls = []
+    >>> def run(jobs):
+    ...     calls.append(len(jobs)); return [f"{code}:{len(tests)}" for code, tests in jobs]
+    >>> run_distinct(run, [("a", ["t1"]), ("b", ["t1"]), ("a", ["t1"]), ("a", ["t1", "t2"])])
+    ['a:1', 'b:1', 'a:1', 'a:2']
+    >>> calls
+    [3]
+    """
+    keys = [(code, tuple(tests)) for code, tests in jobs]
+    distinct = list(dict.fromkeys(keys))  # first copies, in job order
+    where = {key: i for i, key in enumerate(distinct)}
+    results = run_jobs([(code, list(tests)) for code, tests in distinct]) if distinct else []
+    return [results[where[key]] for key in keys]
+
+
 def run_suites(suites: Sequence[Suite], mutants: dict[str, list[Mutant]],
                run_jobs: RunJobs) -> list[Row]:
     """Plan, run and record: the executions rows of ``suites``."""
     plan = plan_jobs(suites, mutants)
-    results = run_jobs(plan.jobs) if plan.jobs else []
-    return execution_rows(suites, plan, results, mutants)
+    return execution_rows(suites, plan, run_distinct(run_jobs, plan.jobs), mutants)

@@ -37,7 +37,7 @@ from typing import Any
 
 from configs.names import STAGES
 from pipeline.evaluation import EVAL_REPORT, evaluate_engine
-from pipeline.execution import sandbox_runner
+from pipeline.execution import run_distinct, sandbox_runner
 from pipeline.solver import ChainSolver
 from pipeline.stagereport import new_share, report_from_metrics
 from problems.family import edge_tests, hidden_tests, is_family
@@ -69,7 +69,7 @@ def edge_pass_rate(rows: Sequence[dict[str, Any]], codes: dict[tuple[str, int], 
         code = codes.get((r["problem_id"], r["sample_idx"]))
         if code is not None:
             jobs.append((problems[r["problem_id"]].program(code), edge_tests(r["problem_id"])))
-    passed = sum(out.all_passed for out in run_jobs(jobs)) if jobs else 0
+    passed = sum(out.all_passed for out in run_distinct(run_jobs, jobs))  # equal samples: once
     return passed / len(family)
 
 
@@ -124,7 +124,7 @@ def wrong_caught(wrong: Sequence[dict[str, str]], valid: dict[str, dict[str, int
     jobs = [(problems[w["problem_id"]].program(w["code"]), list(valid[w["problem_id"]]))
             for w in known]
     first: list[int] = []  # per caught solution, the earliest stage of a test rejecting it
-    for w, (_, snippets), res in zip(known, jobs, run_jobs(jobs) if jobs else [], strict=True):
+    for w, (_, snippets), res in zip(known, jobs, run_distinct(run_jobs, jobs), strict=True):
         stages = [valid[w["problem_id"]][snippet]
                   for snippet, o in zip(snippets, res.outcomes, strict=True) if o.status in REJECTS]
         if stages:

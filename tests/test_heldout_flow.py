@@ -127,6 +127,10 @@ def test_wrong_caught_counts_wrong_solutions_some_valid_test_rejects():
     assert got["caught_s2"] == got["caught_s4"] == got["caught_s5"] == 0.0
     assert wrong_caught([], valid, {"add": add}, run) == {}
     assert wrong_caught(wrong[:1], {}, {"add": add}, run)["wrong_caught"] == 0.0
+    ran = []  # two samples that wrote the same wrong code: each counts, their job runs once
+    twice = wrong_caught(wrong + wrong[:1], valid, {"add": add},
+                         lambda jobs: ran.extend(jobs) or run(jobs))
+    assert twice["wrong_caught"] == 3 / 5 and len(ran) == 3
 
 
 def test_heldout_samples_at_the_evaluation_temperature_when_set(tiny_model_dir, one_thread):

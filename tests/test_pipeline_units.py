@@ -9,7 +9,7 @@ from fake_execution import suite as _suite
 
 from configs import RewardConfig, ScheduleConfig
 from pipeline.chains import baseline_rows, parsed_test_rows
-from pipeline.execution import NOT_RUN, execution_rows, plan_jobs
+from pipeline.execution import NOT_RUN, execution_rows, plan_jobs, run_suites
 from pipeline.schedule import plan, step_items
 from pipeline.scoring import outcomes_from_rows, reward_rows, shuffled_rewards
 from pipeline.update import build_batch
@@ -87,6 +87,33 @@ def test_execution_plan_deduplicates_shared_work(add) -> None:
     assert baseline and all(len(t.mutants_killed) == 1 for t in baseline)  # ... no credit
     assert not any(r["generator_group_skipped"] for r in rewards)  # rewards differ: signal
     assert rewards[0]["valid_invalid_bugcatch"] is None  # not configured: null, not 0
+
+
+def test_equal_jobs_of_a_step_run_once_and_record_what_running_each_would(add) -> None:
+    right, wrong = "def add(a, b):\n    return a + b", "def add(a, b):\n    return a * b"
+    suites = [_suite(add, 0, right, ["assert add(2, 3) == 5"]),
+              _suite(add, 1, right, ["assert add(2, 3) == 5"]),   # sample 0's job again
+              _suite(add, 2, right, ["assert add(0, 5) == 5"]),   # same code, other tests
+              _suite(add, 3, wrong, ["assert add(2, 3) == 5"])]   # same tests, other code
+    swapped = "def add(a, b):\n    return b + a"
+    mutants = {"add": [Mutant(swapped, "a+b -> b+a", "swap")] * 2}  # an equal pair
+    plan = plan_jobs(suites, mutants)
+    ran = []
+
+    def run_jobs(jobs):
+        ran.extend(jobs)
+        return run_in_process(plan_of(jobs))
+
+    def plan_of(jobs):  # run_in_process reads only the jobs and their targets' kinds
+        return type(plan)(jobs=jobs, targets=[("candidate", "", "add", None)] * len(jobs))
+
+    rows = run_suites(suites, mutants, run_jobs)
+    assert len(plan.jobs) == 7 and len(ran) == 5  # 4 candidates, reference, 2 equal mutants
+    assert len(set(map(repr, ran))) == len(ran)   # what ran is distinct
+    assert rows == execution_rows(suites, plan, run_in_process(plan), mutants)  # each run
+    by = {(r["sample_idx"], r["test_id"], r["target_id"]): r["status"] for r in rows}
+    assert by[(1, "s1.0", "candidate")] == "passed" and by[(3, "s1.0", "candidate")] == "failed"
+    assert by[(0, "s1.0", "m1")] == by[(0, "s1.0", "m0")] == "passed"
 
 
 def test_update_batch_scores_the_trained_stage_tokens() -> None:

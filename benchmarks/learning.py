@@ -95,6 +95,8 @@ before it at seed 0 (quiet, and again with tests beside them), that change saved
 another hour. 25 minutes: **missed** on this kind of machine. Again at 1c8bb05, a session
 later, quiet: the same table in 1674 s = 27.9 min; the two cores were saturated throughout
 the arms, about 40% of it in the sandbox (``docs/training.md``, "Where the call's CPU goes").
+At 077caf5 (equal sandbox jobs of a step run once, ~2% of an arm), the same table in 1899 s =
+31.7 min at a slower hour of the same machine (warm starts 309-314 s, arms 460-537 s).
 
 Every earlier call (machine A's, the settings tried, the frozen control's, how the time came
 down) is in ``docs/training.md``, *What the tiny run shows*, "The experiment".

@@ -108,7 +108,8 @@ def test_equal_jobs_of_a_step_run_once_and_record_what_running_each_would(add) -
         return type(plan)(jobs=jobs, targets=[("candidate", "", "add", None)] * len(jobs))
 
     rows = run_suites(suites, mutants, run_jobs)
-    assert len(plan.jobs) == 7 and len(ran) == 5  # 4 candidates, reference, 2 equal mutants
+    # planned: 4 candidates, the reference, 2 mutants; ran: 3 candidates, the reference, 1 mutant
+    assert len(plan.jobs) == 7 and len(ran) == 5
     assert len(set(map(repr, ran))) == len(ran)   # what ran is distinct
     assert rows == execution_rows(suites, plan, run_in_process(plan), mutants)  # each run
     by = {(r["sample_idx"], r["test_id"], r["target_id"]): r["status"] for r in rows}

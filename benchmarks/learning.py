@@ -285,7 +285,7 @@ def beyond_baseline(root: Path, run_id: str, family: str) -> dict[str, int]:
     from configs.names import CODE_STAGE
     from configs.schema import SandboxConfig
     from models.parsing import parse_code
-    from pipeline.execution import sandbox_runner
+    from pipeline.execution import run_distinct, sandbox_runner
     from pipeline.metrics import passes_baseline, rejected_beyond_baseline
     from pipeline.parts import chain_part
     from pipeline.stepwork import read_rows
@@ -305,13 +305,12 @@ def beyond_baseline(root: Path, run_id: str, family: str) -> dict[str, int]:
                 code = parse_code(code_text[(r["problem_id"], r["sample_idx"])],
                                   problem.entry_point).code
                 samples.append((problem, code, rejected_beyond_baseline(r)))
-    distinct = sorted({(p.id, code) for p, code, _ in samples})
-    verdicts = sandbox_runner(SandboxConfig())(
-        [(problems[pid].program(code), hidden_tests(pid)) for pid, code in distinct])
-    wrong = {key for key, out in zip(distinct, verdicts, strict=True) if not out.all_passed}
-    return {"passing": len(samples), "wrong": sum((p.id, c) in wrong for p, c, _ in samples),
+    verdicts = run_distinct(sandbox_runner(SandboxConfig()),  # a repeated sample runs once
+                            [(p.program(code), hidden_tests(p.id)) for p, code, _ in samples])
+    wrong = [not out.all_passed for out in verdicts]
+    return {"passing": len(samples), "wrong": sum(wrong),
             "rejected": sum(rej for _, _, rej in samples),
-            "rejected_wrong": sum(rej and (p.id, c) in wrong for p, c, rej in samples)}
+            "rejected_wrong": sum(rej and w for (_, _, rej), w in zip(samples, wrong, strict=True))}
 
 
 def figures(results: dict[str, list[dict]]) -> dict[str, float | None]:

@@ -33,7 +33,7 @@ from pipeline.chains import (
     parsed_test_rows,
     stage_prompts,
 )
-from pipeline.execution import RunJobs, sandbox_runner
+from pipeline.execution import RunJobs, run_distinct, sandbox_runner
 from problems import Problem
 
 REASONING_STAGES = STAGES[:-1]  # every stage before the code
@@ -215,7 +215,8 @@ class ChainSolver:
         if not todo:
             return
         t0 = time.perf_counter()
-        outs = self.run_jobs([(r.problem.program(r.code), r.executed_tests) for r in todo])
+        outs = run_distinct(self.run_jobs,  # samples that wrote the same code: one job
+                            [(r.problem.program(r.code), r.executed_tests) for r in todo])
         share = (time.perf_counter() - t0) / len(todo)
         for r, out in zip(todo, outs, strict=True):
             r.execution_result, r.execution_time = out, share

@@ -9,7 +9,7 @@ from fake_execution import suite as _suite
 
 from configs import RewardConfig, ScheduleConfig
 from pipeline.chains import baseline_rows, parsed_test_rows
-from pipeline.execution import NOT_RUN, execution_rows, plan_jobs, run_suites
+from pipeline.execution import NOT_RUN, JobPlan, execution_rows, plan_jobs, run_suites
 from pipeline.schedule import plan, step_items
 from pipeline.scoring import outcomes_from_rows, reward_rows, shuffled_rewards
 from pipeline.update import build_batch
@@ -105,7 +105,7 @@ def test_equal_jobs_of_a_step_run_once_and_record_what_running_each_would(add) -
         return run_in_process(plan_of(jobs))
 
     def plan_of(jobs):  # run_in_process reads only the jobs and their targets' kinds
-        return type(plan)(jobs=jobs, targets=[("candidate", "", "add", None)] * len(jobs))
+        return JobPlan(jobs=jobs, targets=[("candidate", "", "add", None)] * len(jobs))
 
     rows = run_suites(suites, mutants, run_jobs)
     # planned: 4 candidates, the reference, 2 mutants; ran: 3 candidates, the reference, 1 mutant

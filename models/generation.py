@@ -65,6 +65,33 @@ def _warpers(temperature: float, top_p: float) -> list:
     return warpers
 
 
+def draw(probs: torch.Tensor) -> torch.Tensor:
+    """One token per row of ``probs`` (``(B, V)``, each row summing to ~1), by inverse CDF: one
+    uniform per row, scaled to the row's total mass, found in the row's cumulative sum. The
+    same distribution as ``torch.multinomial(probs, 1)``, which on CPU draws an exponential
+    variate for every vocabulary entry (``B x V`` logarithms per token): measured on the tiny
+    model (2 cores, one thread, 16 rows x 48 tokens), a fifth of the sampling time, and at
+    Qwen's 151k vocabulary it would outweigh a small model's forward pass.
+
+    The sum runs in float64, so no entry's share moves by more than ~1e-13. A token of
+    probability 0 is never drawn: its cumulative sum equals its predecessor's exactly, and the
+    search returns the first entry whose sum exceeds the uniform, which is kept strictly below
+    the total.
+
+    >>> g = torch.manual_seed(0)
+    >>> draw(torch.tensor([[0.0, 1.0, 0.0], [0.5, 0.0, 0.5]])).tolist()
+    [1, 2]
+    """
+    cdf = probs.to(torch.float64).cumsum(-1)
+    total = cdf[:, -1:]
+    if not bool(torch.isfinite(total).all() and (total > 0).all()):
+        raise ValueError("sampling needs finite, non-negative probabilities with a positive "
+                         "sum in every row (the model produced NaN or infinite logits?)")
+    uniform = torch.rand(total.shape, dtype=torch.float64, device=probs.device) * total
+    uniform = torch.minimum(uniform, torch.nextafter(total, torch.zeros_like(total)))
+    return torch.searchsorted(cdf, uniform, right=True).squeeze(1)
+
+
 def distinct_rows(input_ids: torch.Tensor, attention_mask: torch.Tensor
                   ) -> tuple[list[int], list[int]]:
     """Rows that hold the same padded prompt (ids and mask): the first row of each distinct
@@ -131,7 +158,7 @@ def _sample_chunk(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
         for warp in warpers:
             scores = warp(None, scores)
         logp = torch.log_softmax(scores, dim=-1)
-        sampled = torch.multinomial(logp.exp(), num_samples=1).squeeze(1)
+        sampled = draw(logp.exp())
         sampled = torch.where(running, sampled, torch.full_like(sampled, pad))
         tokens.append(sampled)
         logprobs.append(logp.gather(1, sampled[:, None]).squeeze(1))

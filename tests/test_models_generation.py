@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from configs.schema import LoraConfig, ModelConfig, SamplingConfig
-from models.generation import generate
+from models.generation import draw, generate
 from models.logprobs import naive_response_logprobs, response_logprobs
 from models.policy import Policies
 from models.prompts import discriminator_prompt, generator_prompt
@@ -176,6 +176,34 @@ def test_model_generation_defaults_do_not_change_the_distribution(policies, prom
             target.generation_config.update(**saved)
     ours = teacher_forced(policies, gens, temperature=SAMPLING.temperature)
     assert torch.allclose(ours.logprobs, padded(gens), atol=LOGPROB_ATOL)
+
+
+def test_draw_follows_the_distribution_and_never_draws_a_zero_probability_token(monkeypatch):
+    """The inverse-CDF draw against the distribution it is given: 200k rows of a 6-token
+    distribution whose mass sums to 0.99 (a float32 softmax's sum is not exactly 1 either),
+    with zero-probability tokens first, inside and last."""
+    probs = torch.tensor([0.0, 0.099, 0.0, 0.594, 0.297, 0.0])
+    rows = 200_000
+    torch.manual_seed(0)
+    drawn = draw(probs.repeat(rows, 1))
+    counts = torch.bincount(drawn, minlength=6)
+    assert counts[probs == 0].sum() == 0
+    share = counts.double() / rows
+    expected = probs.double() / probs.sum()
+    # A share of n draws has standard deviation sqrt(p(1 - p) / n) <= 0.0012 here; six of
+    # them leave the mark for a draw that is right at 5 deviations with probability ~3e-6.
+    bound = 5 * torch.sqrt(expected * (1 - expected) / rows)
+    assert ((share - expected).abs() <= bound).all(), (share, expected)
+
+    # A uniform that lands on the row's total (a uniform just below 1 times the total can
+    # round up to it): still a token with mass, never the zero-probability one after it.
+    monkeypatch.setattr(torch, "rand", lambda shape, **kw: torch.ones(shape, **kw))
+    assert draw(probs[None]).tolist() == [4]
+    monkeypatch.setattr(torch, "rand", lambda shape, **kw: torch.zeros(shape, **kw))
+    assert draw(probs[None]).tolist() == [1]
+
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        draw(torch.tensor([[0.5, float("nan")]]))
 
 
 def test_early_stop_at_eos_is_trimmed_and_consistent(policies, prompts):

@@ -125,7 +125,7 @@ def close_step(ctx: RunContext, step: int, stage: int, role: str, last_of_stage:
     evaluate on the held-out problems, its seconds put in ``item_s["heldout"]``), and write the
     manifest last (a kill before it redoes the step, never skips it). Returns the step's
     metrics and the manifest's URI."""
-    metrics = log_step(ctx, step, stage, role)
+    metrics = log_step(ctx.quoted(), step, stage, role)
     ctx.store.write(STAGE_REPORTS, step, "report", compute_stage_report(ctx, step))
     log_completions(ctx, step)
     if last_of_stage:
@@ -134,10 +134,10 @@ def close_step(ctx: RunContext, step: int, stage: int, role: str, last_of_stage:
         if ev.source and (ev.each_stage or stage == ctx.cfg.schedule.stages[-1]):
             # first: the stage's checkpoint is scored on it
             t = time.perf_counter()
-            heldout = evaluate_heldout(ctx, f"stage {stage}", step)
+            heldout = evaluate_heldout(ctx.quoted(), f"stage {stage}", step)
             if item_s is not None:
                 item_s["heldout"] = time.perf_counter() - t
-        checkpoint_stage(ctx, step, stage, metrics, heldout)
+        checkpoint_stage(ctx.quoted(), step, stage, metrics, heldout)
         log_stage_report(ctx, step, stage)
     return metrics, ctx.store.complete_step(step)
 

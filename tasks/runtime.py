@@ -21,6 +21,7 @@ import pandas as pd
 import torch
 from prefect.artifacts import create_link_artifact, create_markdown_artifact
 from prefect.context import get_run_context
+from prefect.utilities.annotations import quote
 
 from artifacts.store import RunStore
 from artifacts.tracking import Tracker, run_page
@@ -202,6 +203,17 @@ class RunContext:
 
     def seed(self, *parts: object) -> int:
         return derive_seed(self.cfg.sampling.seed, *parts)
+
+    def quoted(self) -> quote:
+        """This context as a task's argument (``task(ctx.quoted(), ...)``): the task gets this
+        very object. Unquoted, Prefect walks every list, dict and dataclass of a task's
+        arguments at each call, twice (for futures to resolve, and for the task's inputs),
+        and a RunContext holds the run's problems, config, mutants and timings: 11 ms a call
+        for a fresh one, and in a profile (py-spy) of the benchmark's adversarial arm, 7% of
+        its steps' CPU. The walk finds nothing to resolve here, and where it found something
+        it would hand the task a ``dataclasses.replace`` copy, whose changes the run would
+        lose."""
+        return quote(self)
 
     # -- resume state (the checks and the loading: ``models.restore``) ----------------------
     def save_state(self, step: int) -> Path:

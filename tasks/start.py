@@ -41,10 +41,10 @@ def start_point(ctx: RunContext, steps: Sequence[PlannedStep], init_from: str | 
         log.warning("--init-from %s ignored: run %s continues from its own state", init_from,
                     ctx.run_id)
     elif fresh and ctx.cfg.warm_start.enabled:
-        warm_start(ctx)
+        warm_start(ctx.quoted())
         ctx.save_state(0)
     ctx.fix_reference(start)  # ppo.kl_reference: start: these adapters, or the saved ones
     if ctx.cfg.evaluation.source and start == 0 and not any(
             e["label"] == "before" for e in recorded(ctx)):
-        evaluate_heldout(ctx, "before", 0)  # the held-out row before any PPO step
+        evaluate_heldout(ctx.quoted(), "before", 0)  # the held-out row before any PPO step
     return start

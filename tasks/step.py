@@ -27,4 +27,4 @@ def run_item(ctx: RunContext, planned: PlannedStep, item: WorkItem) -> list[Poin
     written."""
     return _item_task.with_options(
         name=item.task, task_run_name=item.run_name(planned), retries=item.retries,
-        retry_delay_seconds=1 if item.retries else 0)(ctx, planned, item)
+        retry_delay_seconds=1 if item.retries else 0)(ctx.quoted(), planned, item)

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -39,6 +40,18 @@ STAGES = ["Use the thresholds in order and return the matching value.",
           "def pick(x):\n    if x < 0:\n        return 5\n    return x * 2 + 1"]
 
 
+def stage5_prompts(folder: Path, problems: int, samples: int) -> tuple[Any, Any, list]:
+    """A tiny random model built in ``folder`` (its generator-role model), its tokenizer, and
+    the discriminator's stage-5 prompts of the first ``problems`` guards train problems, each
+    held by ``samples`` rows."""
+    policies = Policies.load(ModelConfig(generator=str(build_tiny_model(folder / "m"))),
+                             LoraConfig())
+    model, tokenizer = policies.model_for("generator"), policies.tokenizer
+    prompts = [discriminator_prompt(tokenizer, p, 5, STAGES, 1024).ids
+               for p in load_problems("family:guards:train")[:problems] for _ in range(samples)]
+    return model, tokenizer, prompts
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problems", type=int, default=8)
@@ -50,15 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)  # as the runs: one intra-op thread (configs/tiny.yaml)
 
     with tempfile.TemporaryDirectory() as tmp:
-        policies = Policies.load(ModelConfig(generator=str(build_tiny_model(Path(tmp) / "m"))),
-                                 LoraConfig())
-        model, tokenizer = policies.model_for("generator"), policies.tokenizer
-        problems = load_problems("family:guards:train")[:args.problems]
-        prompts = [discriminator_prompt(tokenizer, p, 5, STAGES, 1024).ids
-                   for p in problems for _ in range(args.samples)]
+        model, tokenizer, prompts = stage5_prompts(Path(tmp), args.problems, args.samples)
         sampling = SamplingConfig(max_new_tokens=args.tokens, batch_size=args.batch,
                                   temperature=0.5, seed=0)
-        print(f"{len(problems)} problems x {args.samples} rows, prompt tokens "
+        print(f"{args.problems} problems x {args.samples} rows, prompt tokens "
               f"{min(map(len, prompts))}-{max(map(len, prompts))}, {args.tokens} new tokens, "
               f"chunks of {args.batch}")
 

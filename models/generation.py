@@ -86,8 +86,8 @@ def draw(probs: torch.Tensor) -> torch.Tensor:
     cdf = probs.to(torch.float64).cumsum(-1)
     total = cdf[:, -1:]
     if not bool(torch.isfinite(total).all() and (total > 0).all()):
-        raise ValueError("sampling needs finite, non-negative probabilities with a positive "
-                         "sum in every row (the model produced NaN or infinite logits?)")
+        raise ValueError("sampling needs finite probabilities with a positive sum in every "
+                         "row (the model produced NaN or infinite logits?)")
     uniform = torch.rand(total.shape, dtype=torch.float64, device=probs.device) * total
     uniform = torch.minimum(uniform, torch.nextafter(total, torch.zeros_like(total)))
     return torch.searchsorted(cdf, uniform, right=True).squeeze(1)
@@ -166,6 +166,14 @@ def _reserved_layer() -> type:
             self._length = end
             self.keys, self.values = self._keys[:, :, :end], self._values[:, :, :end]
             return self.keys, self.values
+
+        def _only_appends(self, *args: Any, **kwargs: Any) -> None:
+            # DynamicLayer's versions would rebind keys/values away from the buffer that
+            # update() goes on writing: wrong numbers, silently. Nothing here calls them.
+            raise NotImplementedError("a reserved cache layer only appends (the decode loop "
+                                      "of models.generation)")
+
+        reorder_cache = crop = batch_repeat_interleave = batch_select_indices = _only_appends
 
     return ReservedLayer
 

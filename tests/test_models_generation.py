@@ -423,3 +423,8 @@ def test_a_reserved_cache_samples_exactly_what_concatenating_samples(tiny_model_
     assert [g.response_ids for g in reserved] == [g.response_ids for g in concatenated]
     assert [g.logprobs for g in reserved] == [g.logprobs for g in concatenated]
     assert {len(g.response_ids) for g in reserved} == {24}  # the reserved room, filled
+    # What would rebind a layer away from its buffer is refused, not done wrongly.
+    layer = generation._reserved_layer()(torch.zeros(1, 1, 2, 4), torch.zeros(1, 1, 2, 4), 3)
+    for call in (lambda: layer.reorder_cache(torch.tensor([0])), lambda: layer.crop(-1)):
+        with pytest.raises(NotImplementedError, match="only appends"):
+            call()

@@ -1,7 +1,7 @@
 """Learning that counts: held-out problems, both roles, every chain stage, three seeds.
 
     python benchmarks/learning.py [--seeds 0 1 2] [--family guards] [--parallel 3]
-                                  [--control shuffled|frozen]
+                                  [--control shuffled|frozen] [--oracle]
 
 Runs the real training flow (``python -m flows.train``: real Prefect flow, real sandbox, real
 PPO) on the tiny model and a procedural family (``guards`` by default: three independent ways
@@ -21,7 +21,13 @@ times on the same warm-started adapters and the same sampling seeds:
   changes, so its gains are 0 by construction and test only that evaluation repeats;
 * ``baseline_only`` (ablation): trained like ``adversarial``, but the generator's reward counts
   only the problem's own tests (its baseline-only twin: ``baseline_all_pass`` or
-  ``baseline_pass_rate``).
+  ``baseline_pass_rate``);
+* ``oracle`` (a diagnostic, ``--oracle`` only): ``baseline_only`` with each training problem's
+  own tests replaced by its hidden suite (every path: ``oracle_source``), so the generator is
+  paid for code that is right, as if the discriminator's tests caught every bug. It differs
+  from ``baseline_only`` only in how strong the tests are, and bounds what better tests could
+  do for the generator in this budget. Printed per seed and as ``oracle_gain`` before the last
+  line, which keeps the issue's figures.
 
 The warm start is fitted once per seed on the family's ``warmstart`` split (imperfect on
 purpose), PPO uses the ``train`` split, and each run is evaluated on the ``heldout`` split
@@ -149,6 +155,7 @@ sys.path.insert(0, str(REPO))
 from models.tiny import build_tiny_model  # noqa: E402
 
 ARMS = ("adversarial", "control", "baseline_only")
+ORACLE = "oracle"
 BASELINE_ONLY = {"pass_rate": "baseline_pass_rate", "all_pass": "baseline_all_pass"}
 """The generator reward of each ``--generator-reward`` and its baseline-only twin (the ablation
 arm's: the same function over the problem's own tests alone)."""
@@ -170,8 +177,10 @@ def arm_sets(arm: str, reward: str, control: str = "shuffled", seed: int = 0) ->
     ['rewards.generator={all_pass: 1.0}', 'rewards.shuffle_seed=2']
     >>> arm_sets("baseline_only", "all_pass")
     ['rewards.generator={baseline_all_pass: 1.0}']
+    >>> arm_sets("oracle", "pass_rate")  # and its problems' own tests are their hidden suites
+    ['rewards.generator={baseline_pass_rate: 1.0}']
     """
-    paid_by = BASELINE_ONLY[reward] if arm == "baseline_only" else reward
+    paid_by = BASELINE_ONLY[reward] if arm in ("baseline_only", ORACLE) else reward
     sets = [f"rewards.generator={{{paid_by}: 1.0}}"]
     if arm == "control" and control == "shuffled":
         sets += [f"rewards.shuffle_seed={seed}"]
@@ -223,6 +232,8 @@ def flow_command(tmp: Path, job: Job, args: argparse.Namespace, model_dir: Path,
                  "schedule.k_alternating=0"]
     else:
         sets += arm_sets(job.arm, args.generator_reward, args.control, job.seed)
+    if job.arm == ORACLE:
+        sets += [f"problems.source={oracle_source(tmp, args.family)}"]
     cmd = [sys.executable, "-m", "flows.train", "--config", str(REPO / "configs/tiny.yaml"),
            "--run-id", job.run_id]
     for s in sets:
@@ -231,6 +242,20 @@ def flow_command(tmp: Path, job: Job, args: argparse.Namespace, model_dir: Path,
            "PREFECT_API_URL": api_url, "PYTHONPATH": str(REPO),
            "MLFLOW_DISABLE_TELEMETRY": "true"}
     return cmd, env
+
+
+def oracle_source(tmp: Path, family: str) -> Path:
+    """The family's ``train`` split as a problem file whose baseline tests are each problem's
+    hidden suite (``problems.family.hidden_tests``: every path), for the ``oracle`` arm: the
+    same problems, ids and references, only stronger tests. Written once per call."""
+    path = tmp / f"oracle-{family}-train.json"
+    if not path.exists():
+        from problems.family import family_records, hidden_tests  # deferred as in main
+
+        records = [{**r, "baseline_tests": hidden_tests(r["id"])}
+                   for r in family_records(f"family:{family}:train")]
+        path.write_text(json.dumps(records))
+    return path
 
 
 def run_all(tmp: Path, jobs: list[Job], args: argparse.Namespace, model_dir: Path,
@@ -382,6 +407,29 @@ def table(results: dict[int, dict[str, list[dict]]]) -> str:
     return "\n".join(rows)
 
 
+def oracle_lines(results: dict[int, dict[str, list[dict]]]) -> str:
+    """Per seed the oracle arm's held-out pass@1 before and after beside the baseline-only
+    arm's (the two differ only in the training problems' tests), then the median gain.
+
+    >>> def arm(p0, p1):
+    ...     return [{"metrics": {"pass_at_1": p0}}, {"metrics": {"pass_at_1": p1}}]
+    >>> print(oracle_lines({0: {"oracle": arm(.1, .4), "baseline_only": arm(.1, .2)},
+    ...                     1: {"oracle": arm(.2, .2), "baseline_only": arm(.2, .1)}}))
+    seed 0, oracle: pass@1 0.100 -> 0.400 (gain 0.300; baseline-only 0.200)
+    seed 1, oracle: pass@1 0.200 -> 0.200 (gain 0.000; baseline-only 0.100)
+    median of 2 seeds: oracle_gain=0.150
+    """
+    out, gains = [], []
+    for seed, arms in results.items():
+        first, last = (arms[ORACLE][i]["metrics"].get("pass_at_1", 0.0) for i in (0, -1))
+        base = arms["baseline_only"][-1]["metrics"].get("pass_at_1")
+        gains.append(last - first)
+        out.append(f"seed {seed}, oracle: pass@1 {first:.3f} -> {last:.3f} (gain "
+                   f"{last - first:.3f}; baseline-only {_three(base)})")
+    out.append(f"median of {len(gains)} seeds: oracle_gain={statistics.median(gains):.3f}")
+    return "\n".join(out)
+
+
 def _three(value: float | None) -> str:
     """A figure to three decimals; ``n/a`` where a run had none (no caught solution, say)."""
     return "n/a" if value is None else f"{value:.3f}"
@@ -421,6 +469,9 @@ def main() -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a config override for every run (as flows.train's --set), e.g. "
                              "rewards.peer_tests=true; repeatable")
+    parser.add_argument("--oracle", action="store_true",
+                        help="also run the oracle arm (a diagnostic: the generator paid by the "
+                             "training problems' hidden suites; module docstring)")
     parser.add_argument("--parallel", type=int, default=3,
                         help="runs at once (each uses one thread for torch)")
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
@@ -435,17 +486,18 @@ def main() -> int:
 
     began = time.perf_counter()
     jobs = [Job(seed, None) for seed in args.seeds]
-    jobs += [Job(seed, arm, after=[f"s{seed}-warmup"]) for arm in ARMS for seed in args.seeds]
+    arms = (*ARMS, ORACLE) if args.oracle else ARMS
+    jobs += [Job(seed, arm, after=[f"s{seed}-warmup"]) for arm in arms for seed in args.seeds]
     with (contextlib.nullcontext(str(args.keep)) if args.keep
           else tempfile.TemporaryDirectory(prefix="learning-")) as name:
         tmp = Path(name).resolve()  # the runs work in it: every path they are given is absolute
         tmp.mkdir(parents=True, exist_ok=True)
         model_dir = build_tiny_model(tmp / "tiny")
-        print(f"{len(jobs)} runs ({len(args.seeds)} warm starts, then {len(ARMS)} arms per "
+        print(f"{len(jobs)} runs ({len(args.seeds)} warm starts, then {len(arms)} arms per "
               f"seed), {args.parallel} at a time", flush=True)
         with prefect_server(tmp / "prefect") as api_url:
             run_all(tmp, jobs, args, model_dir, api_url)
-        results = {seed: {arm: heldout(tmp / "runs", f"s{seed}-{arm}") for arm in ARMS}
+        results = {seed: {arm: heldout(tmp / "runs", f"s{seed}-{arm}") for arm in arms}
                    for seed in args.seeds}
         beyond = {seed: beyond_baseline(tmp / "runs", f"s{seed}-adversarial", args.family)
                   for seed in args.seeds}
@@ -470,6 +522,8 @@ def main() -> int:
               f"baseline test, {b['wrong']} fail the hidden suite; a valid discriminator test "
               f"rejected {b['rejected']} ({b['rejected_wrong']} of the wrong ones)")
     print(table(results))
+    if args.oracle:
+        print(oracle_lines(results))
     for seed, values in per_seed.items():
         print(f"seed {seed}: {line(values)}")
     medians = {k: (statistics.median(v) if (v := [s[k] for s in per_seed.values()

@@ -1,15 +1,30 @@
 """``benchmarks/learning.py``'s pure parts: each arm's overrides are a valid config that
-differs from the adversarial arm's only where the arm says, and the summary table. (The
-benchmark itself is a 40-minute call: ``docs/training.md``.)"""
+differs from the adversarial arm's only where the arm says (the oracle arm's from the
+baseline-only arm's in its problems' tests alone), and the summary table. (The benchmark
+itself is a half-hour call: ``docs/training.md``.)"""
 
 from __future__ import annotations
 
+import argparse
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from benchmarks.learning import ARMS, BASELINE_ONLY, CONTROLS, arm_sets, table
+from benchmarks.learning import (
+    ARMS,
+    BASELINE_ONLY,
+    CONTROLS,
+    ORACLE,
+    Job,
+    arm_sets,
+    flow_command,
+    oracle_source,
+    table,
+)
 from configs import load_config
+from problems.family import hidden_tests
+from problems.loaders import load_problems
 
 TINY = str(Path(__file__).resolve().parent.parent / "configs" / "tiny.yaml")
 
@@ -45,3 +60,31 @@ def test_the_table_shows_each_arms_before_and_after():
     assert header.split("|")[0].split() == ["seed", "pass@1", "before", "adv", "ctrl", "base"]
     assert row.split() == ["3", "0.100", "0.300", "0.000", "0.200", "|", "0.400", "0.900",
                            "0.200", "|", "0.250", "0.750"]
+
+
+def _sets(cmd: list[str]) -> list[str]:
+    return [cmd[i + 1] for i, word in enumerate(cmd) if word == "--set"]
+
+
+def test_the_oracle_arm_differs_from_baseline_only_in_its_problems_tests_alone(tmp_path):
+    args = argparse.Namespace(
+        family="guards", stages=[1, 2, 3, 4, 5], disc_steps=1, gen_steps=1, alt_steps=2,
+        problems=8, samples=4, lr=1e-4, disc_lr=3e-4, heldout=32, eval_samples=2,
+        max_new_tokens=80, set=[], generator_reward="all_pass", control="shuffled")
+    cmd = {arm: flow_command(tmp_path, Job(0, arm), args, tmp_path / "tiny", "http://x/api")[0]
+           for arm in ("baseline_only", ORACLE)}
+    base, oracle = (_sets(cmd[a]) for a in ("baseline_only", ORACLE))
+    source = oracle_source(tmp_path, "guards")
+    named = [s.replace("s0-oracle", "s0-baseline_only") for s in oracle]  # its own run's names
+    assert named == base + [f"problems.source={source}"]  # the last word wins
+    cfg = {arm: load_config(TINY, sets) for arm, sets in (("base", base), ("oracle", named))}
+    assert cfg["oracle"].problems.source == str(source)
+    assert replace(cfg["oracle"], problems=cfg["base"].problems) == cfg["base"]
+
+    family, stronger = load_problems("family:guards:train"), load_problems(str(source))
+    assert [p.id for p in stronger] == [p.id for p in family]  # the same problems, in order
+    for mine, theirs in zip(stronger, family, strict=True):
+        assert (mine.reference_solution, mine.description, mine.entry_point) == (
+            theirs.reference_solution, theirs.description, theirs.entry_point)
+        assert list(mine.baseline_tests) == hidden_tests(theirs.id)
+        assert set(theirs.baseline_tests) < set(mine.baseline_tests)  # strictly stronger

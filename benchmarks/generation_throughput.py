@@ -4,8 +4,8 @@ against one prompt at a time, on the tiny model, with exactly the same number of
     .venv/bin/python benchmarks/generation_throughput.py [--tokens 64] [--repeats 5]
 
 Every sample is forced to ``--tokens`` new tokens (``min_new_tokens == max_new_tokens``), so both
-ways produce 8 x tokens tokens. Prints the median of ``--repeats`` runs of each (the machine is
-shared and noisy); the last line is ``ratio=<batched over one-at-a-time>``. Goal: >= 4.
+ways produce 8 x tokens tokens. Prints the median of ``--repeats`` interleaved runs of each (the
+machine is shared and noisy); the last line is ``ratio=<batched over one-at-a-time>``. Goal: >= 4.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import argparse
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
+from benchmarks.interleave import interleaved  # noqa: E402
 from configs.schema import LoraConfig, ModelConfig, SamplingConfig  # noqa: E402
 from models.generation import generate  # noqa: E402
 from models.policy import Policies  # noqa: E402
@@ -53,20 +53,18 @@ def main(argv: list[str] | None = None) -> int:
               f"{min(map(len, prompts))}-{max(map(len, prompts))} new_tokens={args.tokens} "
               f"threads={args.threads}")
 
-        def rate(batch_size: int) -> float:
+        def sample(batch_size: int) -> int:
             sampling = SamplingConfig(max_new_tokens=args.tokens, batch_size=batch_size,
                                       temperature=1.0, seed=0)
-            start = time.perf_counter()
             result = generate(model, tokenizer, prompts, sampling, min_new_tokens=args.tokens)
-            seconds = time.perf_counter() - start
             assert result.new_tokens == args.tokens * len(prompts), result.new_tokens
-            return result.new_tokens / seconds
+            return result.new_tokens
 
-        rate(args.batch)  # warm-up: first-call allocations and lazy imports
-        batched, single = [], []
-        for _ in range(args.repeats):  # interleaved, so load changes hit both alike
-            batched.append(rate(args.batch))
-            single.append(rate(1))
+        sample(args.batch)  # warm-up: first-call allocations and lazy imports
+        timed = interleaved({"batched": lambda: sample(args.batch), "single": lambda: sample(1)},
+                            args.repeats)
+    batched, single = ([n / t for n, t in zip(timed[way].results, timed[way].seconds,
+                                              strict=True)] for way in ("batched", "single"))
     b, s = statistics.median(batched), statistics.median(single)
     print(f"batched (batch {args.batch}): median {b:8.1f} tok/s  "
           f"[{', '.join(f'{x:.0f}' for x in batched)}]")

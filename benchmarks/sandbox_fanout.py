@@ -52,6 +52,7 @@ import ray
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.interleave import interleaved  # noqa: E402
 from configs import load_config  # noqa: E402
 from pipeline.execution import Suite, plan_jobs, problem_mutants  # noqa: E402
 from problems import load_problems  # noqa: E402
@@ -109,34 +110,23 @@ def main() -> None:
           f"{args.cpus} jailed workers; {args.repeats} interleaved repeats, medians")
 
     rows = {}
-    overhead = []
     for name, (jobs, what) in batches.items():
-        local_t, ray_t = [], []
-        same = None
-        for _ in range(args.repeats):
-            t0 = time.perf_counter()
-            mine = local(jobs)
-            local_t.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            theirs = fan(jobs)
-            ray_t.append(time.perf_counter() - t0)
-            if same is None:
-                same = sum(a == b for a, b in zip(verdicts(mine), verdicts(theirs),
-                                                  strict=True))
-                tests = sum(r.total for r in mine)
+        timed = interleaved({"local": lambda jobs=jobs: local(jobs),
+                             "ray": lambda jobs=jobs: fan(jobs)}, args.repeats)
+        local_t, ray_t = timed["local"].seconds, timed["ray"].seconds
+        mine, theirs = timed["local"].results[0], timed["ray"].results[0]
+        same = sum(a == b for a, b in zip(verdicts(mine), verdicts(theirs), strict=True))
+        tests = sum(r.total for r in mine)
         rows[name] = (statistics.median(local_t), statistics.median(ray_t),
                       statistics.median(r / lo for r, lo in zip(ray_t, local_t, strict=True)))
         lo, ra, ratio = rows[name]
         print(f"{name:11s}: {len(jobs):4d} jobs, {tests:5d} tests ({what}); verdicts same for "
               f"{same}/{len(jobs)} jobs; local {lo * 1000:7.1f} ms, ray {ra * 1000:7.1f} ms, "
               f"ray/local {ratio:.2f}")
-    for _ in range(args.repeats * 3):
-        t0 = time.perf_counter()
-        local(trivial)
-        lo = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        fan(trivial)
-        overhead.append(time.perf_counter() - t0 - lo)
+    trivial_t = interleaved({"local": lambda: local(trivial), "ray": lambda: fan(trivial)},
+                            args.repeats * 3)
+    overhead = [r - lo for lo, r in zip(trivial_t["local"].seconds, trivial_t["ray"].seconds,
+                                        strict=True)]
     per_call = statistics.median(overhead)
     print(f"per call, Ray adds {per_call * 1000:.1f} ms (median of {len(overhead)}: "
           f"{args.cpus} one-assert shards, Ray minus local)")

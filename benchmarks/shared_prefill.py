@@ -14,10 +14,8 @@ runs of each; the last line is ``speedup=<per-row seconds over shared seconds>``
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
+from benchmarks.interleave import interleaved  # noqa: E402
 from configs.schema import LoraConfig, ModelConfig, SamplingConfig  # noqa: E402
 from models.generation import generate  # noqa: E402
 from models.policy import Policies  # noqa: E402
@@ -70,25 +69,20 @@ def main(argv: list[str] | None = None) -> int:
               f"{min(map(len, prompts))}-{max(map(len, prompts))}, {args.tokens} new tokens, "
               f"chunks of {args.batch}")
 
-        def timed(share: bool) -> tuple[float, list]:
-            start = time.perf_counter()
+        def sample(share: bool):
             out = generate(model, tokenizer, prompts, sampling, min_new_tokens=args.tokens,
                            share_prefill=share).generations
-            return time.perf_counter() - start, [(g.response_ids, g.logprobs) for g in out]
+            return [(g.response_ids, g.logprobs) for g in out]
 
-        timed(True)  # warm-up: first-call allocations
-        shared, each = [], []
-        for _ in range(args.repeats):  # interleaved, so load changes hit both alike
-            seconds, a = timed(True)
-            shared.append(seconds)
-            seconds, b = timed(False)
-            each.append(seconds)
-            if a != b:
-                print("the two ways sampled different tokens or log-probs", file=sys.stderr)
-                return 1
-    s, e = statistics.median(shared), statistics.median(each)
-    print(f"shared prefill:  median {s:.3f} s  [{', '.join(f'{x:.3f}' for x in shared)}]")
-    print(f"every row:       median {e:.3f} s  [{', '.join(f'{x:.3f}' for x in each)}]")
+        sample(True)  # warm-up: first-call allocations
+        timed = interleaved({"shared": lambda: sample(True), "each": lambda: sample(False)},
+                            args.repeats)
+        if timed["shared"].results != timed["each"].results:
+            print("the two ways sampled different tokens or log-probs", file=sys.stderr)
+            return 1
+    s, e = timed["shared"].median, timed["each"].median
+    print(f"shared prefill:  median {s:.3f} s  {timed['shared'].listing()}")
+    print(f"every row:       median {e:.3f} s  {timed['each'].listing()}")
     print(f"speedup={e / s:.2f}")
     return 0
 

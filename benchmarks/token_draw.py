@@ -19,10 +19,8 @@ sampling>``.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -30,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 import models.generation as generation  # noqa: E402
+from benchmarks.interleave import Timed, interleaved  # noqa: E402
 from benchmarks.shared_prefill import stage5_prompts  # noqa: E402
 from configs.schema import SamplingConfig  # noqa: E402
 
@@ -41,22 +40,10 @@ def multinomial(probs: torch.Tensor) -> torch.Tensor:
     return torch.multinomial(probs, num_samples=1).squeeze(1)
 
 
-def interleaved(runs: dict, repeats: int) -> dict[str, list[float]]:
-    """Seconds of each named callable, run in turn ``repeats`` times (load hits both alike)."""
-    times: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(repeats):
-        for name, run in runs.items():
-            start = time.perf_counter()
-            run()
-            times[name].append(time.perf_counter() - start)
-    return times
-
-
-def report(label: str, times: dict[str, list[float]]) -> float:
-    for name, seconds in times.items():
-        print(f"{label} {name:12s} median {statistics.median(seconds) * 1e3:8.2f} ms  "
-              f"[{', '.join(f'{s * 1e3:.1f}' for s in seconds)}]")
-    return statistics.median(times["multinomial"]) / statistics.median(times["inverse CDF"])
+def report(label: str, times: dict[str, Timed]) -> float:
+    for name, timed in times.items():
+        print(f"{label} {name:12s} median {timed.median * 1e3:8.2f} ms  {timed.listing(1e3, 1)}")
+    return times["multinomial"].median / times["inverse CDF"].median
 
 
 def main(argv: list[str] | None = None) -> int:

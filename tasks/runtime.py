@@ -212,7 +212,8 @@ class RunContext:
         for a fresh one, and in a profile (py-spy) of the benchmark's adversarial arm, 7% of
         its steps' CPU. The walk finds nothing to resolve here, and where it found something
         it would hand the task a ``dataclasses.replace`` copy, whose changes the run would
-        lose."""
+        lose. A task called with the context unquoted fails the flow tests (their
+        ``context_walks`` spy sees Prefect walk into it)."""
         return quote(self)
 
     # -- resume state (the checks and the loading: ``models.restore``) ----------------------

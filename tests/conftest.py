@@ -93,6 +93,27 @@ def prefect_harness():
         yield
 
 
+@pytest.fixture
+def context_walks(monkeypatch):
+    """Every ``tasks.runtime.RunContext`` Prefect walks into while the test runs: a task given
+    the context unquoted (``RunContext.quoted``), which costs a walk of the run's problems,
+    config and timings at every call. A flow test asserts the list stays empty."""
+    import prefect.utilities.collections as collections
+
+    from tasks.runtime import RunContext
+
+    walked: list = []
+    is_dataclass = collections.is_dataclass  # what visit_collection asks of each object
+
+    def spy(obj):
+        if isinstance(obj, RunContext):
+            walked.append(obj)
+        return is_dataclass(obj)
+
+    monkeypatch.setattr(collections, "is_dataclass", spy)
+    return walked
+
+
 def cuda_available() -> bool:
     try:
         import torch

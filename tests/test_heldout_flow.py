@@ -15,7 +15,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def test_flow_evaluates_heldout_before_and_after_each_stage(prefect_harness, tiny_model_dir,
-                                                            tmp_path, monkeypatch):
+                                                            tmp_path, monkeypatch,
+                                                            context_walks):
     from artifacts.tracking import Tracker
     from flows.train import train
 
@@ -28,6 +29,7 @@ def test_flow_evaluates_heldout_before_and_after_each_stage(prefect_harness, tin
     summary = train(config=str(REPO / "configs/minimal.yaml"), overrides=sets,
                     run_id="heldout-test")
     store = RunStore(str(tmp_path / "runs"), "heldout-test")
+    assert context_walks == []  # the warm start and evaluation tasks got it quoted too
     entries = store.read_json("heldout.json")
     assert [(e["label"], e["step"]) for e in entries] == [("before", 0), ("stage 1", 2),
                                                           ("stage 2", 4)]

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 
-def test_a_quoted_context_reaches_its_task_as_the_same_unwalked_object(prefect_harness):
+def test_a_quoted_context_reaches_its_task_as_the_same_unwalked_object(prefect_harness,
+                                                                       context_walks):
     from prefect import flow, task
     from prefect.cache_policies import NO_CACHE
     from prefect.states import Completed
@@ -24,6 +25,8 @@ def test_a_quoted_context_reaches_its_task_as_the_same_unwalked_object(prefect_h
         return look(ctx.quoted() if quoted else ctx)
 
     assert run(True) == (True, state)
+    assert context_walks == []
     # The control: passed as it is, the context is walked, the state inside it resolved, and
     # the task gets a copy (dataclasses.replace), whose changes the flow would never see.
     assert run(False) == (False, "its result")
+    assert context_walks and all(c is ctx for c in context_walks)  # the flow tests' spy sees it

@@ -31,7 +31,8 @@ def overrides(tiny_model_dir: Path, tmp: Path) -> list[str]:
 
 
 def test_flow_trains_stage_by_stage_and_records_everything(prefect_harness, tiny_model_dir,
-                                                           tmp_path, monkeypatch, capsys):
+                                                           tmp_path, monkeypatch, capsys,
+                                                           context_walks):
     from artifacts.tracking import Tracker
     from flows.train import train
     from serving.registry import ModelRegistry
@@ -41,6 +42,7 @@ def test_flow_trains_stage_by_stage_and_records_everything(prefect_harness, tiny
                     overrides=overrides(tiny_model_dir, tmp_path), run_id="flow-test")
     store = RunStore(str(tmp_path / "runs"), "flow-test")
     assert store.complete_steps() == [1, 2, 3, 4] and store.incomplete_steps() == []
+    assert context_walks == []  # every task got the run context quoted
     updates = store.read("updates")
     assert list(zip(updates["stage"], updates["role"], strict=True)) == [
         (1, "discriminator"), (1, "generator"), (2, "discriminator"), (2, "generator")]

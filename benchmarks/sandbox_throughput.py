@@ -88,7 +88,11 @@ def pytest_file(problem) -> str:
 
 
 def bench_pytest(problems, workers: int) -> dict:
-    tmp = Path(tempfile.mkdtemp(prefix="bench-pytest-"))
+    with tempfile.TemporaryDirectory(prefix="bench-pytest-") as name:  # gone afterwards
+        return _bench_pytest(Path(name), problems, workers)
+
+
+def _bench_pytest(tmp: Path, problems, workers: int) -> dict:
 
     def run(i_problem):
         i, problem = i_problem

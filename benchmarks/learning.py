@@ -370,17 +370,18 @@ def beyond_baseline(root: Path, run_id: str, family: str) -> dict[str, int]:
             "rejected_wrong": sum(rej and w for (_, _, rej), w in zip(samples, wrong, strict=True))}
 
 
+def gain(entries: list[dict], key: str) -> float:
+    """One arm's ``key`` after training minus before, from its held-out entries."""
+    return entries[-1]["metrics"].get(key, 0.0) - entries[0]["metrics"].get(key, 0.0)
+
+
 def figures(results: dict[str, list[dict]]) -> dict[str, float | None]:
     """The seed's figures (module docstring) from its arms' held-out entries."""
-    def gain(arm: str, key: str) -> float:
-        first, last = results[arm][0]["metrics"], results[arm][-1]["metrics"]
-        return last.get(key, 0.0) - first.get(key, 0.0)
-
     after = {arm: e[-1]["metrics"] for arm, e in results.items()}
-    return {"heldout_gain": gain("adversarial", "pass_at_1"),
-            "control_gain": gain("control", "pass_at_1"),
-            "disc_gain": gain("adversarial", "wrong_caught"),
-            "disc_control_gain": gain("control", "wrong_caught"),
+    return {"heldout_gain": gain(results["adversarial"], "pass_at_1"),
+            "control_gain": gain(results["control"], "pass_at_1"),
+            "disc_gain": gain(results["adversarial"], "wrong_caught"),
+            "disc_control_gain": gain(results["control"], "wrong_caught"),
             "ablation_delta": after["adversarial"].get("pass_at_1", 0.0)
             - after["baseline_only"].get("pass_at_1", 0.0),
             "stage_new_tests": after["adversarial"].get("stage_new_tests"),
@@ -430,9 +431,9 @@ def oracle_lines(results: dict[int, dict[str, list[dict]]]) -> str:
     for seed, arms in results.items():
         first, last = (arms[ORACLE][i]["metrics"].get("pass_at_1", 0.0) for i in (0, -1))
         base = arms["baseline_only"][-1]["metrics"].get("pass_at_1")
-        gains.append(last - first)
+        gains.append(gain(arms[ORACLE], "pass_at_1"))
         out.append(f"seed {seed}, oracle: pass@1 {first:.3f} -> {last:.3f} (gain "
-                   f"{last - first:.3f}; baseline-only {_three(base)})")
+                   f"{gains[-1]:.3f}; baseline-only {_three(base)})")
     out.append(f"median of {len(gains)} seeds: oracle_gain={statistics.median(gains):.3f}")
     return "\n".join(out)
 

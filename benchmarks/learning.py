@@ -65,49 +65,12 @@ disc_control_gain + 0.10; ablation_delta >= 0.05; stage_new_tests >= 0.25; late_
 at the median of 3 seeds, in at most 25 minutes on 2 cores.
 
 
-Measured on 2026-11-28 at 9de3236, one call at the defaults (seeds 0, 1, 2; guards; generator
-reward ``all_pass``; the shuffled control; stages 1-5 each 1 + 1 + 2 steps of 8 problems x 4
-samples, 80 new tokens; held-out 32 problems x 2 samples; generator lr 1e-4, discriminator
-3e-4) on machine B (2 cores, an AVX-512 Xeon at 2.5 GHz), quiet: **2589 s = 43 min** (warm
-starts 363-382 s, arms 653-745 s, three at a time; the same call took 2180 s a day earlier,
-and 2250 s at b94fd02 on another machine that gives B's figures to the last digit: its speed
-varies from day to day)::
-
-    seed  pass@1 before  adv    ctrl   base  | wrong caught before  adv    ctrl   | new  late
-    0     0.047          0.188  0.062  0.031 | 0.448                0.983  0.414  | 0.623  0.754
-    1     0.188          0.203  0.188  0.188 | 0.429                0.490  0.000  | 0.444  0.833
-    2     0.109          0.203  0.000  0.234 | 0.820                0.840  0.780  | 0.921  0.738
-    median of 3: heldout_gain=0.094 control_gain=0.000 disc_gain=0.061 disc_control_gain=-0.040
-                 ablation_delta=0.016 stage_new_tests=0.623 late_catch=0.754
-
-The adversarial and baseline-only arms repeat the previous call's figures to the last digit
-(they did not change). Against the goals: heldout_gain 0.094 **missed** (>= 0.15, and >= the
-control's 0.000 + 0.10); disc_gain 0.061 against disc_control_gain -0.040: met at the median
-by 0.001 (a tenth of one wrong solution), and because the control's discriminator lost ground
-(seed 1's stopped catching anything), not because the trained one gained: per seed the gap is
-0.568 / 0.490 / 0.060; ablation_delta 0.016 **missed** (>= 0.05); stage_new_tests 0.623 and
-late_catch 0.754 met; 43 min **missed** (<= 25). The shuffled control shows what the frozen
-one hid: these updates without signal cost seed 2's generator every right held-out solution
-(0.109 -> 0.000) and seed 1's discriminator every catch (0.429 -> 0.000), so the trained arms'
-figures are above a floor that training alone pushes down. Of the adversarial arm's training
-samples passing every baseline test (589 / 614 / 578), 519 / 391 / 482 fail the hidden suite,
-and the discriminator's valid tests rejected 203 / 15 / 183, all among those.
-
-The same call at 7c16ce9 (a group's prompt prefilled once: the same samples bit for bit) gave
-the table above to the last digit in **1699 s = 28.3 min** (warm starts 287-290 s, arms 396-496
-s, quiet, 2026-11-28 on a machine that gives B's figures). Run side by side with the commit
-before it at seed 0 (quiet, and again with tests beside them), that change saved 5% of an arm
-(median 977 -> 926 s); the rest of the difference from 2250 s is the machine's speed at
-another hour. 25 minutes: **missed** on this kind of machine. Again at 1c8bb05, a session
-later, quiet: the same table in 1674 s = 27.9 min; the two cores were saturated throughout
-the arms, about 40% of it in the sandbox (``docs/training.md``, "Where the call's CPU goes").
-At 077caf5 (equal sandbox jobs of a step run once, ~2% of an arm), the same table in 1899 s =
-31.7 min at a slower hour of the same machine (warm starts 309-314 s, arms 460-537 s).
-
-**Today's figures are another draw.** Since b39dc0d each token is drawn by inverse CDF instead
-of ``torch.multinomial``: the same distribution from another random stream, so the same seeds
-sample other tokens, and the call is a second draw of the same experiment on the same
-warm-started adapters (the "before" row moved too: the same adapters, other samples)::
+Latest, at the defaults (seeds 0-2; guards; generator reward ``all_pass``; the shuffled
+control; stages 1-5 each 1 + 1 + 2 steps of 8 problems x 4 samples, 80 new tokens; held-out
+32 problems x 2 samples; generator lr 1e-4, discriminator 3e-4) on a 2-core AVX-512 Xeon,
+quiet: the same table to the last digit at every call since b39dc0d (tokens drawn by inverse
+CDF), in 1628-1948 s = 27-32 min by the machine's hour (25 minutes: **missed** on this
+machine kind)::
 
     seed  pass@1 before  adv    ctrl   base  | wrong caught before  adv    ctrl   | new  late
     0     0.016          0.016  0.016  0.000 | 0.526                0.632  0.263  | 0.471  0.861
@@ -117,27 +80,13 @@ warm-started adapters (the "before" row moved too: the same adapters, other samp
                  ablation_delta=-0.016 stage_new_tests=0.471 late_catch=0.861
 
 Against the goals: heldout_gain, its margin over the control and ablation_delta **missed**;
-disc_gain met over the control (0.065 against -0.553), but seed 1's trained discriminator
-lost ground too (0.553 -> 0.170): the shuffled controls collapsed further; stage_new_tests and
-late_catch met.
-1948 s = 32.5 min at b39dc0d (warm starts 331-347 s, arms 476-537 s); 1628 s = 27.1 min at
-c8e56be an hour later (tasks get the run context quoted as well; warm starts 281-298 s, arms
-375-451 s), the same table to the last digit; most of that difference is the machine's
-hour (the warm starts were 15% faster too). At fb4e5fc (the KV cache reserved for the
-response as well: the same samples bit for bit) the same table again in 1628 s = 27.1 min
-(warm starts 266-269 s, arms 395-470 s). 25 minutes: **missed** on this machine kind. The
-valid tests rejected 165 / 9 / 213 of the 497 / 406 / 465 wrong training samples that passed
-every baseline test.
-
-With ``--oracle`` (seeds 0-2, the tests running beside the call: 2677 s, not a time) the
-other arms gave the table above to the last digit, and the oracle arm (paid by the training
-problems' hidden suites) went 0.016 -> 0.000, 0.188 -> 0.266, 0.141 -> 0.219:
-``oracle_gain=0.078`` at the median, level with baseline-only at seeds 0 and 2. Tests that
-caught every bug would not meet heldout_gain >= 0.15 or the ablation in this budget
-(``docs/training.md``, "What perfect tests would do for the generator").
-
-Every earlier call (machine A's, the settings tried, the frozen control's, how the time came
-down) is in ``docs/training.md``, *What the tiny run shows*, "The experiment".
+disc_gain met over the control (seed 1's trained discriminator lost ground too, 0.553 ->
+0.170, but its shuffled control lost more); stage_new_tests and late_catch met. With
+``--oracle`` the oracle arm went 0.016 -> 0.000, 0.188 -> 0.266, 0.141 -> 0.219
+(``oracle_gain=0.078``): tests that caught every bug would not meet the generator's goals in
+this budget either. Every call (two machines, the settings tried, seeds 3-8, where the time
+goes and how it came down) is in ``docs/training.md``, *What the tiny run shows*, "The
+experiment".
 """
 
 from __future__ import annotations
@@ -147,7 +96,6 @@ import contextlib
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -159,10 +107,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks.learning_report import (  # noqa: E402
+    ARMS,
+    ORACLE,
+    beyond_baseline,
+    figures,
+    heldout,
+    line,
+    medians,
+    oracle_lines,
+    table,
+)
 from models.tiny import build_tiny_model  # noqa: E402
 
-ARMS = ("adversarial", "control", "baseline_only")
-ORACLE = "oracle"
 BASELINE_ONLY = {"pass_rate": "baseline_pass_rate", "all_pass": "baseline_all_pass"}
 """The generator reward of each ``--generator-reward`` and its baseline-only twin (the ablation
 arm's: the same function over the problem's own tests alone)."""
@@ -195,9 +152,6 @@ def arm_sets(arm: str, reward: str, control: str = "shuffled", seed: int = 0) ->
         sets += ["ppo.learning_rate=0", "ppo.discriminator_learning_rate=0"]
     return sets
 
-
-FIGURES = ("heldout_gain", "control_gain", "disc_gain", "disc_control_gain", "ablation_delta",
-           "stage_new_tests", "late_catch")
 
 
 @dataclass
@@ -326,127 +280,6 @@ def share_before(root: Path, job: Job) -> None:
         shutil.copyfile(source / name, target / name)
 
 
-def heldout(root: Path, run_id: str) -> list[dict]:
-    path = root / f"run_id={run_id}" / "_run" / "heldout.json"
-    return json.loads(path.read_text())
-
-
-def beyond_baseline(root: Path, run_id: str, family: str) -> dict[str, int]:
-    """Over a run's steps, its scored samples whose code passed every baseline test
-    (``passing``); how many of them are wrong (their code fails the problem's hidden suite, run
-    here after training: no run sees it); and how many of those a valid discriminator test
-    rejected (``generator/rejected_beyond_baseline``). ``wrong`` is the room the discriminator's
-    tests have to change what the generator learns (with group-relative advantages, only
-    through such samples); ``rejected`` is how much of it they used."""
-    from artifacts import RunStore  # deferred as in main
-    from configs.names import CODE_STAGE
-    from configs.schema import SandboxConfig
-    from models.parsing import parse_code
-    from pipeline.execution import run_distinct, sandbox_runner
-    from pipeline.metrics import passes_baseline, rejected_beyond_baseline
-    from pipeline.parts import chain_part
-    from pipeline.stepwork import read_rows
-    from problems.family import hidden_tests
-    from problems.loaders import load_problems
-
-    problems = {p.id: p for p in load_problems(f"family:{family}:train")}
-    store = RunStore(str(root), run_id)
-    samples = []  # (problem, code, rejected) per baseline-passing sample
-    for step in store.list_steps():
-        code_text = {(c["problem_id"], c["sample_idx"]): c["output_text"]  # as load_suites
-                     for c in read_rows(store, step, chain_part("generator", CODE_STAGE),
-                                        ["problem_id", "sample_idx", "output_text"])}
-        for r in store.read_table("rewards", step=step).to_pylist():
-            if not r["masked"] and passes_baseline(r):
-                problem = problems[r["problem_id"]]
-                code = parse_code(code_text[(r["problem_id"], r["sample_idx"])],
-                                  problem.entry_point).code
-                samples.append((problem, code, rejected_beyond_baseline(r)))
-    verdicts = run_distinct(sandbox_runner(SandboxConfig()),  # a repeated sample runs once
-                            [(p.program(code), hidden_tests(p.id)) for p, code, _ in samples])
-    wrong = [not out.all_passed for out in verdicts]
-    return {"passing": len(samples), "wrong": sum(wrong),
-            "rejected": sum(rej for _, _, rej in samples),
-            "rejected_wrong": sum(rej and w for (_, _, rej), w in zip(samples, wrong, strict=True))}
-
-
-def gain(entries: list[dict], key: str) -> float:
-    """One arm's ``key`` after training minus before, from its held-out entries."""
-    return entries[-1]["metrics"].get(key, 0.0) - entries[0]["metrics"].get(key, 0.0)
-
-
-def figures(results: dict[str, list[dict]]) -> dict[str, float | None]:
-    """The seed's figures (module docstring) from its arms' held-out entries."""
-    after = {arm: e[-1]["metrics"] for arm, e in results.items()}
-    return {"heldout_gain": gain(results["adversarial"], "pass_at_1"),
-            "control_gain": gain(results["control"], "pass_at_1"),
-            "disc_gain": gain(results["adversarial"], "wrong_caught"),
-            "disc_control_gain": gain(results["control"], "wrong_caught"),
-            "ablation_delta": after["adversarial"].get("pass_at_1", 0.0)
-            - after["baseline_only"].get("pass_at_1", 0.0),
-            "stage_new_tests": after["adversarial"].get("stage_new_tests"),
-            "late_catch": after["adversarial"].get("late_catch")}
-
-
-def table(results: dict[int, dict[str, list[dict]]]) -> str:
-    """Per seed, the arms' held-out pass@1 and wrong solutions caught before and after, and
-    the adversarial arm's chain figures: the rows the figures are differences of.
-
-    >>> def arm(p0, p1, w0, w1):
-    ...     return [{"metrics": {"pass_at_1": p0, "wrong_caught": w0}},
-    ...             {"metrics": {"pass_at_1": p1, "wrong_caught": w1, "stage_new_tests": 0.5}}]
-    >>> print(table({0: {"adversarial": arm(.1, .3, .4, .9), "control": arm(.1, 0, .4, .2),
-    ...                  "baseline_only": arm(.1, .2, .4, .5)}}))  # doctest: +NORMALIZE_WHITESPACE
-    seed  pass@1 before  adv    ctrl   base   | wrong caught before  adv    ctrl   | new    late
-    0     0.100          0.300  0.000  0.200  | 0.400                0.900  0.200  | 0.500  n/a
-    """
-    rows = ["seed  pass@1 before  adv    ctrl   base   | wrong caught before  adv    ctrl   "
-            "| new    late"]
-    for seed, arms in results.items():
-        before = arms["adversarial"][0]["metrics"]
-        after = {arm: entries[-1]["metrics"] for arm, entries in arms.items()}
-        rows.append(
-            f"{seed:<5} {_three(before.get('pass_at_1')):<14} "
-            + " ".join(f"{_three(after[a].get('pass_at_1')):<6}" for a in ARMS)
-            + f" | {_three(before.get('wrong_caught')):<20} "
-            + " ".join(f"{_three(after[a].get('wrong_caught')):<6}" for a in ARMS[:2])
-            + f" | {_three(after['adversarial'].get('stage_new_tests')):<6} "
-            + _three(after["adversarial"].get("late_catch")))
-    return "\n".join(rows)
-
-
-def oracle_lines(results: dict[int, dict[str, list[dict]]]) -> str:
-    """Per seed the oracle arm's held-out pass@1 before and after beside the baseline-only
-    arm's (the two differ only in the training problems' tests), then the median gain.
-
-    >>> def arm(p0, p1):
-    ...     return [{"metrics": {"pass_at_1": p0}}, {"metrics": {"pass_at_1": p1}}]
-    >>> print(oracle_lines({0: {"oracle": arm(.1, .4), "baseline_only": arm(.1, .2)},
-    ...                     1: {"oracle": arm(.2, .2), "baseline_only": arm(.2, .1)}}))
-    seed 0, oracle: pass@1 0.100 -> 0.400 (gain 0.300; baseline-only 0.200)
-    seed 1, oracle: pass@1 0.200 -> 0.200 (gain 0.000; baseline-only 0.100)
-    median of 2 seeds: oracle_gain=0.150
-    """
-    out, gains = [], []
-    for seed, arms in results.items():
-        first, last = (arms[ORACLE][i]["metrics"].get("pass_at_1", 0.0) for i in (0, -1))
-        base = arms["baseline_only"][-1]["metrics"].get("pass_at_1")
-        gains.append(gain(arms[ORACLE], "pass_at_1"))
-        out.append(f"seed {seed}, oracle: pass@1 {first:.3f} -> {last:.3f} (gain "
-                   f"{gains[-1]:.3f}; baseline-only {_three(base)})")
-    out.append(f"median of {len(gains)} seeds: oracle_gain={statistics.median(gains):.3f}")
-    return "\n".join(out)
-
-
-def _three(value: float | None) -> str:
-    """A figure to three decimals; ``n/a`` where a run had none (no caught solution, say)."""
-    return "n/a" if value is None else f"{value:.3f}"
-
-
-def line(values: dict[str, float | None]) -> str:
-    return " ".join(f"{k}={_three(values[k])}" for k in FIGURES)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
@@ -534,10 +367,7 @@ def main() -> int:
         print(oracle_lines(results))
     for seed, values in per_seed.items():
         print(f"seed {seed}: {line(values)}")
-    medians = {k: (statistics.median(v) if (v := [s[k] for s in per_seed.values()
-                                                    if s[k] is not None]) else None)
-               for k in FIGURES}
-    print(f"median of {len(per_seed)} seeds: {line(medians)}")
+    print(f"median of {len(per_seed)} seeds: {line(medians(per_seed))}")
     return 0
 
 

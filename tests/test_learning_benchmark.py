@@ -11,17 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.learning import (
-    ARMS,
-    BASELINE_ONLY,
-    CONTROLS,
-    ORACLE,
-    Job,
-    arm_sets,
-    flow_command,
-    oracle_source,
-    table,
-)
+from benchmarks.learning import BASELINE_ONLY, CONTROLS, Job, arm_sets, flow_command, oracle_source
+from benchmarks.learning_report import ARMS, ORACLE, table
 from configs import load_config
 from problems.family import hidden_tests
 from problems.loaders import load_problems

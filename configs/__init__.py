@@ -1,6 +1,6 @@
-"""Typed run configuration: ``TrainConfig`` in ``schema`` (its sections in ``sections``), YAML
-loading and ``--set key=value`` overrides in ``loader``, the shared stage and role names in
-``names``.
+"""Typed run configuration: ``TrainConfig`` in ``schema`` (its sections in ``sections``, how a
+run executes, and ``learning``, what it learns), YAML loading and ``--set key=value`` overrides
+in ``loader``, the shared stage and role names in ``names``.
 
     from configs import apply_overrides, load_config
     cfg = load_config("configs/tiny.yaml", ["ppo.learning_rate=1e-4"])

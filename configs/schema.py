@@ -1,8 +1,8 @@
 """``TrainConfig``, the whole run configuration, and whether a training config can learn.
 
 The sections it is made of (``ModelConfig``, ``PPOConfig``, ...) live in ``configs.sections``
-and are importable from here and from ``configs`` too; loading YAML and ``--set`` overrides into
-it is ``configs.loader``.
+(how a run executes) and ``configs.learning`` (what it learns), and are importable from here
+and from ``configs`` too; loading YAML and ``--set`` overrides into it is ``configs.loader``.
 """
 
 from __future__ import annotations
@@ -10,20 +10,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from configs.errors import ConfigError
-from configs.names import DISCRIMINATOR_REWARDS, GENERATOR_REWARDS
-from configs.sections import (
-    ArtifactsConfig,
+from configs.learning import (
     EvaluationConfig,
-    LoraConfig,
-    ModelConfig,
     PPOConfig,
     ProblemsConfig,
     RewardConfig,
+    ScheduleConfig,
+    WarmStartConfig,
+)
+from configs.names import DISCRIMINATOR_REWARDS, GENERATOR_REWARDS
+from configs.sections import (
+    ArtifactsConfig,
+    LoraConfig,
+    ModelConfig,
     SamplingConfig,
     SandboxConfig,
-    ScheduleConfig,
     TrackingConfig,
-    WarmStartConfig,
 )
 
 __all__ = [

@@ -14,21 +14,14 @@ process; the host reads only pytest's own outcomes. ``docs/sandbox.md`` has the 
 verdict table (``jailside.verdicts``), the budgets and every clock on the verdict path, what
 is protected and the deliberate deviations from pytest.
 
-Host side: ``api`` (entry points), ``judge`` (the job's message; verdicts from the reply),
-``pool`` (warm workers; re-runs alone; who is charged), ``jail`` (bubblewrap), ``result``
-(records, ``Limits`` and ``Placement``: the defaults, in one place), ``fanout`` (Ray). Jail
-side (stdlib-only until pytest is imported): ``jailside``.
+Host side: ``api`` (entry points), ``runners`` (a batch's runner, local or Ray), ``judge``
+(the job's message; verdicts from the reply), ``pool`` (warm workers; re-runs alone; who is
+charged), ``jail`` (bubblewrap), ``result`` (records, ``Limits`` and ``Placement``: the
+defaults, in one place), ``fanout`` (Ray). Jail side (stdlib-only until pytest is imported):
+``jailside``.
 """
 
-from sandbox.api import (
-    RunJobs,
-    Sandbox,
-    close_all,
-    execute,
-    execute_many,
-    job_runner,
-    validate_tests,
-)
+from sandbox.api import RunJobs, Sandbox, close_all, execute, execute_many, validate_tests
 from sandbox.jail import SandboxError
 from sandbox.result import (
     EXECUTORS,
@@ -39,6 +32,7 @@ from sandbox.result import (
     Placement,
     TestOutcome,
 )
+from sandbox.runners import job_runner
 
 __all__ = ["EXECUTORS", "ISOLATIONS", "STATUSES", "ExecutionResult", "Limits", "Placement",
            "RunJobs", "Sandbox", "SandboxError", "TestOutcome", "close_all", "execute",

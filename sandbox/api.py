@@ -1,5 +1,5 @@
-"""Public entry points: ``execute``, ``execute_many``, ``validate_tests``, ``Sandbox`` and
-``job_runner`` (a batch's runner under typed ``Limits`` and ``Placement``)."""
+"""Public entry points: ``execute``, ``execute_many``, ``validate_tests`` and ``Sandbox`` (a
+batch's runner under typed ``Limits`` and ``Placement`` is ``sandbox.runners.job_runner``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from sandbox.fanout import RayExecutor
 from sandbox.judge import build, judge
 from sandbox.pool import Pool
 from sandbox.result import ExecutionResult, Limits, Placement
@@ -18,7 +17,7 @@ from sandbox.result import ExecutionResult, Limits, Placement
 NO_PROGRESS_S = 30.0  # beyond the job's starvation backstop: a worker silent this long is gone
 Job = tuple[str, Sequence[str]]
 RunJobs = Callable[[Sequence[Job]], list[ExecutionResult]]
-"""Runs a batch of ``(code, tests)`` jobs; results in job order (``job_runner``)."""
+"""Runs a batch of ``(code, tests)`` jobs; results in job order (``sandbox.runners``)."""
 _POOLS: dict[tuple[str, int | None], Sandbox] = {}
 _LOCK = threading.Lock()
 
@@ -123,18 +122,3 @@ def validate_tests(reference_code: str, tests: Sequence[str], limits: Limits | N
     """Which tests are valid, i.e. the reference solution passes them; and the full result."""
     result = execute(reference_code, tests, limits, timeout_s=timeout_s, isolation=isolation)
     return [o.passed for o in result.outcomes], result
-
-
-def job_runner(limits: Limits, placement: Placement) -> RunJobs:
-    """A batch's runner: ``execute_many`` under ``limits`` on this process's cached pool, or
-    fanned out over Ray (``placement.executor``). Only where the jobs run differs; the limits,
-    the isolation and so the verdicts do not."""
-    if placement.executor == "ray":
-        return RayExecutor(limits, isolation=placement.isolation,
-                           address=placement.ray_address, shards=placement.ray_shards)
-
-    def run_locally(jobs: Sequence[Job]) -> list[ExecutionResult]:
-        return execute_many(jobs, limits, workers=placement.workers,
-                            isolation=placement.isolation)
-
-    return run_locally

@@ -35,12 +35,12 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from sandbox.api import Job, execute_many
 from sandbox.jail import SandboxError
 from sandbox.result import ExecutionResult, Limits, Placement
 
 INFRA_RETRIES = 3
 """Times Ray re-runs a shard whose worker or node died (system failures only)."""
-Job = tuple[str, Sequence[str]]
 
 
 class FanoutError(RuntimeError):
@@ -84,8 +84,6 @@ def run_shard(jobs: list[Job], limits: Limits, isolation: str,
     results (each tagged with this Ray node) and the node id."""
     import ray  # deferred here and below: only a Ray executor imports Ray (module docstring)
 
-    from sandbox.api import execute_many  # sandbox.api imports this module
-
     node = ray.get_runtime_context().get_node_id()
     results = execute_many(jobs, limits, workers=workers, isolation=isolation)
     for r in results:
@@ -99,7 +97,7 @@ class RayExecutor:
     ``address``: a Ray cluster (``ray://...`` or ``host:port``); ``None`` means ``$RAY_ADDRESS``
     when set, else a Ray instance started in this process. ``shards``: tasks per call (default:
     the cluster's CPUs, at most one per job). Each shard runs under ``limits`` on a pool of
-    ``workers_per_shard`` workers at ``isolation`` (``sandbox.api.job_runner`` builds one from a
+    ``workers_per_shard`` workers at ``isolation`` (``sandbox.runners.job_runner`` builds one from a
     ``Placement``)."""
 
     def __init__(self, limits: Limits, *, isolation: str = Placement.isolation,

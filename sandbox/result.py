@@ -63,7 +63,7 @@ class Limits:
 
 @dataclass(frozen=True)
 class Placement:
-    """Where a batch of jobs runs (``api.job_runner``); it never changes a verdict, only which
+    """Where a batch of jobs runs (``runners.job_runner``); it never changes a verdict, only which
     processes give it."""
 
     isolation: str = "auto"

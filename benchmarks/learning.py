@@ -153,7 +153,6 @@ def arm_sets(arm: str, reward: str, control: str = "shuffled", seed: int = 0) ->
     return sets
 
 
-
 @dataclass
 class Job:
     """One ``flows.train`` run: a seed's warm start (``arm`` None) or one arm of a seed."""

@@ -218,7 +218,11 @@ class WarmStartConfig:
     enabled: bool = False
     """Real instruct models skip it; ``configs/tiny.yaml`` turns it on."""
     steps: int = 100
-    """Optimizer steps."""
+    """Optimizer steps (each role's; see ``discriminator_steps``)."""
+    discriminator_steps: int | None = None
+    """The discriminator's optimizer steps when they differ from the generator's; ``None``:
+    ``steps``. Longer fits change what each role writes differently (``docs/training.md``,
+    *What the tiny run shows*), so an experiment can lengthen one without the other."""
     learning_rate: float = 3e-3
     """AdamW learning rate for the warm start."""
     batch_size: int = 8
@@ -233,6 +237,9 @@ class WarmStartConfig:
 
     def __post_init__(self) -> None:
         _check(self.steps >= 0, "warm_start.steps", self.steps, "must be >= 0")
+        _check(self.discriminator_steps is None or self.discriminator_steps >= 0,
+               "warm_start.discriminator_steps", self.discriminator_steps,
+               "must be >= 0 or null")
         _check(set(self.roles) <= set(ROLES), "warm_start.roles", self.roles,
                f"must name {' and/or '.join(ROLES)}")
         _check(self.learning_rate > 0, "warm_start.learning_rate", self.learning_rate,
@@ -240,6 +247,18 @@ class WarmStartConfig:
         _check(self.batch_size >= 1, "warm_start.batch_size", self.batch_size, "must be >= 1")
         _check(self.limit is None or self.limit >= 1, "warm_start.limit", self.limit,
                "must be >= 1 or null")
+
+    def steps_for(self, role: str) -> int:
+        """Optimizer steps of ``role``'s fit.
+
+        >>> WarmStartConfig(steps=2400, discriminator_steps=400).steps_for("generator")
+        2400
+        >>> WarmStartConfig(steps=2400).steps_for("discriminator")
+        2400
+        """
+        if role == "discriminator" and self.discriminator_steps is not None:
+            return self.discriminator_steps
+        return self.steps
 
 
 @dataclass(frozen=True)

@@ -97,7 +97,7 @@ def supervised_steps(model: Any, params: list[torch.nn.Parameter],
 
 def fit_roles(policies: Any, problems: list[Problem], cfg: WarmStartConfig,
               max_context_tokens: int, seed_for: Any) -> dict[str, float]:
-    """Fit the adapters of ``cfg.roles``; returns first/last loss and seconds per role
+    """Fit the adapters of ``cfg.roles``; returns steps, first/last loss and seconds per role
     (``warm_start/*``). ``seed_for(role)`` is the role's seed."""
     stats: dict[str, float] = {}
     examples = warm_start_examples(problems, policies.tokenizer_for("generator"),
@@ -106,15 +106,17 @@ def fit_roles(policies: Any, problems: list[Problem], cfg: WarmStartConfig,
         if role not in cfg.roles:
             continue
         start = time.perf_counter()
-        with WorkProgress(f"warm start {role}", cfg.steps, "steps") as progress:
+        steps = cfg.steps_for(role)
+        with WorkProgress(f"warm start {role}", steps, "steps") as progress:
             def report(step: int, loss: float, progress: WorkProgress = progress) -> None:
                 progress.advance(1, f"loss {loss:.3f}")  # a user waits minutes here
 
             losses = supervised_steps(
                 policies.model_for(role), policies.trainable_parameters(role), role_examples,
-                steps=cfg.steps, lr=cfg.learning_rate, batch_size=cfg.batch_size,
+                steps=steps, lr=cfg.learning_rate, batch_size=cfg.batch_size,
                 pad_token_id=policies.tokenizer_for(role).pad_token_id,
                 seed=seed_for(role), report=report)
+        stats[f"warm_start/{role}_steps"] = len(losses)
         if losses:
             stats[f"warm_start/{role}_first_loss"] = losses[0]
             stats[f"warm_start/{role}_last_loss"] = losses[-1]

@@ -31,6 +31,7 @@ def test_a_cached_warm_start_is_reused_and_a_damaged_one_refitted(tiny_model_dir
     stats = warm_start.fn(ctx)
     fitted = {r: s.version for r, s in ctx.roles.items()}
     assert fitted != fresh and "warm_start/generator_last_loss" in stats
+    assert stats["warm_start/generator_steps"] == stats["warm_start/discriminator_steps"] == 3
     entry = CACHE_ROOT / warm_start_key(ctx)
     assert (entry / "manifest.json").is_file()
     assert "reused" not in capsys.readouterr().out
@@ -49,6 +50,15 @@ def test_a_cached_warm_start_is_reused_and_a_damaged_one_refitted(tiny_model_dir
     assert {r: s.version for r, s in third.roles.items()} == fitted  # fitted again, same result
 
     for change in ("warm_start.steps=4", "warm_start.learning_rate=0.001", "sampling.seed=1",
-                   "lora.r=4", "problems.limit=1"):
+                   "lora.r=4", "problems.limit=1", "warm_start.discriminator_steps=2"):
         assert warm_start_key(_context(tiny_model_dir, tmp_path, change)) != \
             warm_start_key(ctx), change
+
+
+def test_the_discriminator_can_fit_for_fewer_steps(tiny_model_dir, tmp_path, monkeypatch):
+    from tasks.warmstart import warm_start
+
+    monkeypatch.chdir(tmp_path)
+    stats = warm_start.fn(_context(tiny_model_dir, tmp_path, "warm_start.discriminator_steps=1"))
+    assert stats["warm_start/generator_steps"] == 3
+    assert stats["warm_start/discriminator_steps"] == 1

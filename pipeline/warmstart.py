@@ -25,17 +25,18 @@ from problems import Problem
 from problems.family import formulaic_stages, is_family, warm_chain
 
 
-def chain_targets(problem: Problem) -> tuple[list[str], list[list[str]]]:
+def chain_targets(problem: Problem, ideal: bool = False) -> tuple[list[str], list[list[str]]]:
     """What the warm start teaches for ``problem``: the generator's five stage texts (the last
     one runnable code in a fenced block) and the discriminator's tests at each stage.
 
     A procedural family's problems get its deliberately imperfect chain
-    (``problems.family.warm_chain``); any other problem formulaic stages 1-4 (short on purpose:
-    a tiny model learns them quickly, so the code stage's prompt holds clean earlier stages),
-    its reference solution and its baseline tests at every stage.
+    (``problems.family.warm_chain``), or with ``ideal`` the same chain without its flaws (what
+    ``pipeline.basefit`` fits a base on); any other problem formulaic stages 1-4 (short on
+    purpose: a tiny model learns them quickly, so the code stage's prompt holds clean earlier
+    stages), its reference solution and its baseline tests at every stage.
     """
     if is_family(problem):
-        return warm_chain(problem.id)
+        return warm_chain(problem.id, ideal)
     code = f"```python\n{problem.reference_solution.strip()}\n```"
     return ([*formulaic_stages(problem.entry_point), code],
             [list(problem.baseline_tests)] * len(STAGES))
@@ -44,13 +45,14 @@ def chain_targets(problem: Problem) -> tuple[list[str], list[list[str]]]:
 CODE_WEIGHT = 3  # stage-5 examples are repeated: the code is what rewards depend on
 
 
-def warm_start_examples(problems: list[Problem], tokenizer: Any, max_context_tokens: int
-                        ) -> dict[str, list[tuple[list[int], list[int]]]]:
-    """``role -> [(prompt_ids, target_ids)]`` over every problem and stage."""
+def warm_start_examples(problems: list[Problem], tokenizer: Any, max_context_tokens: int,
+                        ideal: bool = False) -> dict[str, list[tuple[list[int], list[int]]]]:
+    """``role -> [(prompt_ids, target_ids)]`` over every problem and stage (``ideal``: see
+    :func:`chain_targets`)."""
     eos = tokenizer.eos_token or ""
     out: dict[str, list[tuple[list[int], list[int]]]] = {role: [] for role in ROLES}
     for problem in problems:
-        texts, stage_tests = chain_targets(problem)
+        texts, stage_tests = chain_targets(problem, ideal)
         for stage in STAGES:
             tests = "\n".join(stage_tests[stage - 1])
             gen = generator_prompt(tokenizer, problem, stage, texts[:stage - 1],

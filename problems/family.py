@@ -255,26 +255,29 @@ def edge_tests(problem_id_: str) -> list[str]:
     return [p.test(x) for x in p.edge_inputs()]
 
 
-def warm_targets(problem_id_: str) -> tuple[str, list[str]]:
+def warm_targets(problem_id_: str, ideal: bool = False) -> tuple[str, list[str]]:
     """The warm start's stage-5 code and discriminator tests for a ``piecewise`` problem: the
     guard is missing from ``WARM_EDGE_MISS`` of the codes, and ``WARM_EDGE_TEST`` of the test
-    sets hold one edge test (see the module docstring)."""
+    sets hold one edge test (see the module docstring); ``ideal``: always the guard and the
+    edge test."""
     p = params_of(problem_id_)
-    with_guard = (p._hash("warm-code") % 1000) / 1000 >= WARM_EDGE_MISS
+    miss, edge_test = (0.0, 1.0) if ideal else (WARM_EDGE_MISS, WARM_EDGE_TEST)
+    with_guard = (p._hash("warm-code") % 1000) / 1000 >= miss
     tests = [p.written_test()]
-    if (p._hash("warm-tests") % 1000) / 1000 < WARM_EDGE_TEST:
+    if (p._hash("warm-tests") % 1000) / 1000 < edge_test:
         tests.append(p.written_test(edge=True))
     return p.code(with_guard), tests
 
 
-def warm_chain(problem_id_: str) -> tuple[list[str], list[list[str]]]:
+def warm_chain(problem_id_: str, ideal: bool = False) -> tuple[list[str], list[list[str]]]:
     """The warm start's targets for a family problem: the generator's five stage texts (the
     last one the code, fenced) and the discriminator's tests of each stage. ``piecewise``
     teaches formulaic stages 1-4 and the same tests at every stage; ``guards`` teaches a chain
-    whose stages decide the code and stage-specific tests (``problems/guards.py``)."""
+    whose stages decide the code and stage-specific tests (``problems/guards.py``).
+    ``ideal``: the same chain without its deliberate flaws (``pipeline/basefit.py``)."""
     if _is_guards(problem_id_):
-        return guards.warm_chain(problem_id_)
-    code, tests = warm_targets(problem_id_)
+        return guards.warm_chain(problem_id_, ideal)
+    code, tests = warm_targets(problem_id_, ideal)
     name = params_of(problem_id_).name
     return [*formulaic_stages(name), f"```python\n{code.strip()}\n```"], [tests] * 5
 

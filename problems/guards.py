@@ -223,13 +223,18 @@ def edge_tests(problem_id_: str) -> list[str]:
     return [p.test(x) for x in (*p.edge_inputs(), *p.bound_inputs())]
 
 
-def warm_chain(problem_id_: str) -> tuple[list[str], list[list[str]]]:
+def warm_chain(problem_id_: str, ideal: bool = False) -> tuple[list[str], list[list[str]]]:
     """The warm start's targets for one problem: the generator's five stage texts (stage 5 the
-    code, in a fenced block) and the discriminator's tests per stage (module docstring)."""
+    code, in a fenced block) and the discriminator's tests per stage (module docstring).
+
+    ``ideal``: the chain without its deliberate flaws (both guards, the boundary as described,
+    every stage's focus test), what a base model fitted on the family knows
+    (``pipeline/basefit.py``); the adapters' warm start then teaches the flawed habits."""
     p = params_of(problem_id_)
-    edge = p._share("warm-edge") >= WARM_MISS
-    bound = p._share("warm-bound") >= WARM_MISS
-    flipped = bound and p._share("warm-flip") < WARM_MISS
+    miss, focus_share = (0.0, 1.0) if ideal else (WARM_MISS, WARM_FOCUS)
+    edge = p._share("warm-edge") >= miss
+    bound = p._share("warm-bound") >= miss
+    flipped = bound and p._share("warm-flip") < miss
     main = "return x * a + b"
     at_t = "d" if p.bound_code(flipped) == "x >= t" else "x * a + b"
     texts = [
@@ -245,7 +250,7 @@ def warm_chain(problem_id_: str) -> tuple[list[str], list[list[str]]]:
                                      ("flipped", flipped)) if wrong]
     tests = []
     for stage in range(1, 6):
-        focused = stage > 1 and p._share(f"warm-focus-{stage}") < WARM_FOCUS
+        focused = stage > 1 and p._share(f"warm-focus-{stage}") < focus_share
         if stage == 5:  # the adversarial stage reads the code: it tests what the code misses
             focus = BUG_FOCUS[misses[0]] if focused and misses else "main"
         else:

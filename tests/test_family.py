@@ -108,6 +108,13 @@ def test_warm_targets_are_imperfect_as_designed():
         assert all(_passes(code, [p.test(x) for x in p.main_inputs()], p.preamble()))
 
 
+def test_ideal_targets_have_the_guard_and_the_edge_test():
+    for p in split_params("warmstart")[:100]:
+        code, tests = warm_targets(problem_id(p), ideal=True)
+        assert code == p.code() and tests == [p.written_test(), p.written_test(edge=True)]
+        assert all(_passes(code, [p.test(x) for x in (*p.main_inputs(), *p.edge_inputs())],
+                           p.preamble()))
+
 def test_heldout_sources_may_not_be_trained_on():
     from configs import ConfigError, load_config
     from configs.schema import check_learnable

@@ -131,3 +131,23 @@ def test_progressive_pays_a_stage_only_for_what_the_earlier_stages_missed():
 def _cfg():
     from configs.schema import RewardConfig
     return RewardConfig()
+
+
+def test_the_ideal_chain_is_the_warm_chain_without_its_flaws():
+    """What a fitted base learns (pipeline/basefit.py): every chain right and every stage 2-4
+    test its focus; the same problems' flawed chains differ only where a flaw was drawn."""
+    warm = split_params("warmstart")[:200]
+    flawed = 0
+    for p in warm:
+        texts, tests = warm_chain(problem_id(p), ideal=True)
+        code = texts[-1].removeprefix("```python\n").removesuffix("\n```")
+        assert code == p.code().strip()
+        assert p.edge_text() in texts[1] and p.bound_text() in texts[2]
+        assert tests[1:4] == [[p.written_test(FOCUS[k])] for k in (2, 3, 4)]
+        assert tests[0] == tests[4] == [p.written_test("main")]
+        assert all(_passes(p.preamble() + p.code(), [t for ts in tests for t in ts]))
+        flawed_texts, _ = warm_chain(problem_id(p))
+        flawed += flawed_texts != texts
+        if texts[-1] == flawed_texts[-1]:  # the code is right: so is the chain that decided it
+            assert flawed_texts[:4] == texts[:4]
+    assert 0 < flawed < len(warm)

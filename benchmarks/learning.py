@@ -185,7 +185,8 @@ def flow_command(tmp: Path, job: Job, args: argparse.Namespace, model_dir: Path,
             f"sampling.samples_per_problem={args.samples}", f"ppo.learning_rate={args.lr}",
             f"ppo.discriminator_learning_rate={args.disc_lr}", f"sampling.seed={job.seed}",
             f"evaluation.limit={args.heldout}", f"evaluation.samples={args.eval_samples}",
-            f"sampling.max_new_tokens={args.max_new_tokens}"]
+            f"sampling.max_new_tokens={args.max_new_tokens}",
+            f"warm_start.limit={args.warm_limit}"]
     sets += args.set  # the caller's; the arm's own below win (its reward, the control's lr 0)
     if job.arm is None:  # the warm start and the "before" evaluation alone (no steps)
         sets += ["schedule.n_discriminator_steps=0", "schedule.n_generator_steps=0",
@@ -279,6 +280,22 @@ def share_before(root: Path, job: Job) -> None:
         shutil.copyfile(source / name, target / name)
 
 
+def fitted_base(model_dir: Path, out: Path, args: argparse.Namespace) -> Path:
+    """The base every run of the call loads: the tiny model fitted on the family's ideal
+    warm-start chains (``pipeline.basefit``), once per call, before the warm starts."""
+    from pipeline.basefit import BaseFit, fit_base
+    from pipeline.progress import WorkProgress
+
+    fit = BaseFit(source=f"family:{args.family}:warmstart", steps=args.base_steps)
+    with WorkProgress("base fit", fit.steps, "steps") as progress:
+        record = fit_base(model_dir, out, fit,
+                          report=lambda step, loss: progress.advance(1, f"loss {loss:.3f}"))
+    print(f"base fitted on {record['problems']} {fit.source} problems' ideal chains: loss "
+          f"{record['first_loss']:.3f} -> {record['last_loss']:.4f} in {record['seconds']} s",
+          flush=True)
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
@@ -306,6 +323,16 @@ def main() -> int:
     parser.add_argument("--eval-samples", type=int, default=2, help="samples per held-out one")
     parser.add_argument("--max-new-tokens", type=int, default=80,
                         help="tokens per stage output (a guards solution is ~64)")
+    parser.add_argument("--base-steps", type=int, default=400,
+                        help="fit the tiny base's own weights on the family's ideal warm-start "
+                             "chains for this many steps first (pipeline/basefit.py: a base "
+                             "that reads its prompt, as a pretrained one does); 0 keeps the "
+                             "random base")
+    parser.add_argument("--warm-limit", type=int, default=1600,
+                        help="warm-start problems the adapters are fitted on (the split has "
+                             "1639 guards problems; on 200 the adapters learned each "
+                             "problem's drawn flaws by heart and applied them arbitrarily to "
+                             "new ones)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a config override for every run (as flows.train's --set), e.g. "
                              "rewards.peer_tests=true; repeatable")
@@ -333,6 +360,8 @@ def main() -> int:
         tmp = Path(name).resolve()  # the runs work in it: every path they are given is absolute
         tmp.mkdir(parents=True, exist_ok=True)
         model_dir = build_tiny_model(tmp / "tiny")
+        if args.base_steps:
+            model_dir = fitted_base(model_dir, tmp / "tiny-fitted", args)
         print(f"{len(jobs)} runs ({len(args.seeds)} warm starts, then {len(arms)} arms per "
               f"seed), {args.parallel} at a time", flush=True)
         with prefect_server(tmp / "prefect") as api_url:
@@ -355,7 +384,8 @@ def main() -> int:
           f"(discriminator {args.disc_lr}); stages {args.stages}, each "
           f"{args.disc_steps} + {args.gen_steps} + {args.alt_steps} steps of {args.problems} "
           f"problems x {args.samples} samples; held-out {args.heldout} problems x "
-          f"{args.eval_samples}; overrides {args.set or 'none'}; per run: "
+          f"{args.eval_samples}; base fit {args.base_steps or 'none'} steps; adapters warm-"
+          f"started on {args.warm_limit} problems; overrides {args.set or 'none'}; per run: "
           + ", ".join(f"{j.run_id} {j.seconds:.0f} s" for j in jobs))
     for seed, b in beyond.items():
         print(f"seed {seed}, adversarial: of the {b['passing']} training samples passing every "

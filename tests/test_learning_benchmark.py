@@ -61,7 +61,8 @@ def test_the_oracle_arm_differs_from_baseline_only_in_its_problems_tests_alone(t
     args = argparse.Namespace(
         family="guards", stages=[1, 2, 3, 4, 5], disc_steps=1, gen_steps=1, alt_steps=2,
         problems=8, samples=4, lr=1e-4, disc_lr=3e-4, heldout=32, eval_samples=2,
-        max_new_tokens=80, set=[], generator_reward="all_pass", control="shuffled")
+        max_new_tokens=80, warm_limit=1600, set=[], generator_reward="all_pass",
+        control="shuffled")
     cmd = {arm: flow_command(tmp_path, Job(0, arm), args, tmp_path / "tiny", "http://x/api")[0]
            for arm in ("baseline_only", ORACLE)}
     base, oracle = (_sets(cmd[a]) for a in ("baseline_only", ORACLE))

@@ -29,17 +29,20 @@ times on the same warm-started adapters and the same sampling seeds:
   do for the generator in this budget. Printed per seed and as ``oracle_gain`` before the last
   line, which keeps the issue's figures.
 
-The warm start is fitted once per seed on the family's ``warmstart`` split (imperfect on
-purpose), PPO uses the ``train`` split, and each run is evaluated on the ``heldout`` split
-(never trained on, judged on hidden suites) before its first step and after its last training
-stage (``evaluation.each_stage=false``; ``pipeline/heldout.py``). Training covers all five
-chain stages in order, each in the N + N + K pattern. Every seed's warm start, then every arm,
-run as separate processes, ``--parallel`` at a time (one torch thread each), on one
-temporary Prefect server the benchmark starts for them, in the call's own folder (its
-``.cache`` too: the warm starts it saves are keyed on its model's path and serve no other
-call). The "before" evaluation is made once per seed, by the warm-start run, and each arm's
-run store starts with it (``share_before``): every arm starts from the same adapters with the
-same seeds, and when each arm evaluated its own, the three rows were equal to the last digit.
+First the tiny base's own weights are fitted, once per call, on the ``warmstart`` split's ideal
+chains (``--base-steps``, ``pipeline/basefit.py``: a base that reads its prompt, as a pretrained
+one does; adapters on random weights did not learn to read the guards' kinds in this budget).
+The adapters' warm start is fitted on top of it once per seed, on ``--warm-limit`` problems of
+the same split (imperfect on purpose), PPO uses the ``train`` split, and each run is evaluated
+on the ``heldout`` split (never trained on, judged on hidden suites) before its first step and
+after its last training stage (``evaluation.each_stage=false``; ``pipeline/heldout.py``).
+Training covers all five chain stages in order, each in the N + N + K pattern. Every seed's warm
+start, then every arm, run as separate processes, ``--parallel`` at a time (one torch thread
+each), on one temporary Prefect server the benchmark starts for them, in the call's own folder
+(its ``.cache`` too: the warm starts it saves are keyed on its model's path and serve no other
+call). The "before" evaluation is made once per seed, by the warm-start run, and each arm's run
+store starts with it (``share_before``): every arm starts from the same adapters with the same
+seeds, and when each arm evaluated its own, the three rows were equal to the last digit.
 
 Per seed, first a diagnostic: of the adversarial arm's training samples whose code passed every
 baseline test, how many are wrong (their code fails the problem's hidden suite, run by this
@@ -65,28 +68,27 @@ disc_control_gain + 0.10; ablation_delta >= 0.05; stage_new_tests >= 0.25; late_
 at the median of 3 seeds, in at most 25 minutes on 2 cores.
 
 
-Latest, at the defaults (seeds 0-2; guards; generator reward ``all_pass``; the shuffled
-control; stages 1-5 each 1 + 1 + 2 steps of 8 problems x 4 samples, 80 new tokens; held-out
-32 problems x 2 samples; generator lr 1e-4, discriminator 3e-4) on a 2-core AVX-512 Xeon,
-quiet: the same table to the last digit at every call since b39dc0d (tokens drawn by inverse
-CDF), in 1628-1948 s = 27-32 min by the machine's hour (25 minutes: **missed** on this
-machine kind)::
+Latest, at the defaults (seeds 0-2; guards; the base fitted for 400 steps, the adapters
+warm-started on 1600 problems; generator reward ``all_pass``; the shuffled control; stages 1-5
+each 1 + 1 + 2 steps of 8 problems x 4 samples, 80 new tokens; held-out 32 problems x 2
+samples; generator lr 1e-4, discriminator 3e-4) on a 2-core AVX-512 Xeon: one quiet call at
+b751a33 in 1712 s = 28.5 min (25 minutes: **missed** on this machine kind), and the same table
+to the last digit from a call with a diagnostic beside it::
 
     seed  pass@1 before  adv    ctrl   base  | wrong caught before  adv    ctrl   | new  late
-    0     0.016          0.016  0.016  0.000 | 0.526                0.632  0.263  | 0.471  0.861
-    1     0.188          0.172  0.094  0.188 | 0.553                0.170  0.000  | 0.140  0.875
-    2     0.141          0.172  0.047  0.219 | 0.870                0.935  0.239  | 0.807  0.605
-    median of 3: heldout_gain=0.000 control_gain=-0.094 disc_gain=0.065 disc_control_gain=-0.553
-                 ablation_delta=-0.016 stage_new_tests=0.471 late_catch=0.861
+    0     0.016          0.203  0.062  0.078 | 0.220                0.415  0.195  | 0.136  0.941
+    1     0.734          0.844  0.719  0.688 | 0.400                1.000  0.067  | 0.615  1.000
+    2     0.531          0.734  0.641  0.453 | 0.567                1.000  0.633  | 0.492  1.000
+    median of 3: heldout_gain=0.188 control_gain=0.047 disc_gain=0.433 disc_control_gain=-0.024
+                 ablation_delta=0.156 stage_new_tests=0.492 late_catch=1.000
 
-Against the goals: heldout_gain, its margin over the control and ablation_delta **missed**;
-disc_gain met over the control (seed 1's trained discriminator lost ground too, 0.553 ->
-0.170, but its shuffled control lost more); stage_new_tests and late_catch met. With
-``--oracle`` the oracle arm went 0.016 -> 0.000, 0.188 -> 0.266, 0.141 -> 0.219
-(``oracle_gain=0.078``): tests that caught every bug would not meet the generator's goals in
-this budget either. Every call (two machines, the settings tried, seeds 3-8, where the time
-goes and how it came down) is in ``docs/training.md``, *What the tiny run shows*, "The
-experiment".
+Against the goals: every learning goal met (the trained generator ahead of its control by
+0.141 / 0.125 / 0.094 and of baseline-only at every seed); the time missed on this machine.
+With the random base (the defaults before b751a33, now ``--base-steps 0 --warm-limit 200``)
+the last calls gave heldout_gain 0.000 against control -0.094, ablation_delta -0.016, and an
+oracle arm +0.078: adapters on random weights did not learn to read the guards' kinds. Every call
+(two machines, the settings tried, seeds 3-8, where the time goes) is in
+``docs/training.md``, *What the tiny run shows*, "The experiment" and *A base that reads*.
 """
 
 from __future__ import annotations

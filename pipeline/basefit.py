@@ -27,6 +27,7 @@ import argparse
 import json
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -60,7 +61,7 @@ class BaseFit:
 
 
 def fit_base(model_dir: str | Path, out: str | Path, fit: BaseFit,
-             report: object = None) -> dict[str, object]:
+             report: Callable[[int, float], None] | None = None) -> dict[str, object]:
     """Fit the model at ``model_dir`` (all weights) on ``fit.source``'s ideal chains and save
     it to ``out`` (which must not exist: nothing written is replaced). Returns the record also
     written to ``out/base_fit.json``. ``report(step, loss)`` as in ``supervised_steps``."""

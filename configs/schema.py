@@ -87,13 +87,13 @@ def _dead_reward_terms(cfg: TrainConfig, role: str) -> list[str] | None:
     return why
 
 
-def _sources_overlap(a: str, b: str) -> bool:
+def sources_overlap(a: str, b: str) -> bool:
     """Whether two problem sources can share a problem: the same source, or the same
     procedural family where one takes every split or both the same split.
 
-    >>> _sources_overlap("family:piecewise:heldout", "family:piecewise:train")
+    >>> sources_overlap("family:piecewise:heldout", "family:piecewise:train")
     False
-    >>> _sources_overlap("family:piecewise", "family:piecewise:heldout")
+    >>> sources_overlap("family:piecewise", "family:piecewise:heldout")
     True
     """
     if a == b:
@@ -124,7 +124,7 @@ def learnability(cfg: TrainConfig) -> tuple[list[str], list[str]]:
     held_out = cfg.evaluation.source
     for key, trained in (("problems.source", cfg.problems.source),
                          ("warm_start.source", cfg.warm_start.source)):
-        if held_out and trained and _sources_overlap(held_out, trained):
+        if held_out and trained and sources_overlap(held_out, trained):
             errors.append(f"evaluation.source={held_out!r} and {key}={trained!r}: the held-out "
                           "problems would be trained on; evaluate on a split never trained on")
     schedule = cfg.schedule

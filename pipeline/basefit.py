@@ -16,7 +16,8 @@ that can read.
 
 The result is a model folder like the one it came from (``from_pretrained`` loads it; the
 tokenizer and ``tiny_spec.json`` are copied) plus ``base_fit.json``: what it was fitted on,
-how, and the losses. Held-out data is never fitted: a ``:heldout`` source is refused.
+how, and the losses. Held-out data is never fitted: a family source that holds its
+``heldout`` split (``family:guards:heldout``, or ``family:guards``: every split) is refused.
 Deterministic for a given fit (one torch thread, seeded), so a benchmark's seeds stay
 reproducible.
 """
@@ -30,6 +31,8 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from configs.schema import sources_overlap
 
 BASE_FIT_FILE = "base_fit.json"
 
@@ -51,9 +54,12 @@ class BaseFit:
     max_context_tokens: int = 1024
 
     def __post_init__(self) -> None:
-        if self.source.rstrip().endswith(":heldout"):
+        parts = self.source.split(":")
+        if parts[0] == "family" and len(parts) > 1 and sources_overlap(
+                self.source, f"family:{parts[1]}:heldout"):
             raise ValueError(f"base fit source {self.source!r}: held-out problems are never "
-                             "trained on; fit on a warmstart split")
+                             f"trained on; fit on a warmstart split (family:{parts[1]}:"
+                             "warmstart)")
         if self.steps < 1 or self.batch_size < 1 or self.learning_rate <= 0:
             raise ValueError(f"base fit: steps ({self.steps}) and batch_size "
                              f"({self.batch_size}) must be >= 1 and learning_rate "

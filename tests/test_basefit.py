@@ -51,6 +51,7 @@ def test_an_existing_folder_is_never_written_over(tiny_model_dir, tmp_path):
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"source": "family:guards:heldout"}, "held-out problems are never trained on"),
+    ({"source": "family:piecewise"}, "held-out problems are never trained on"),  # every split
     ({"source": SOURCE, "steps": 0}, "must be >= 1"),
     ({"source": SOURCE, "learning_rate": 0.0}, "learning_rate"),
 ])

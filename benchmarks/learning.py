@@ -285,13 +285,10 @@ def share_before(root: Path, job: Job) -> None:
 def fitted_base(model_dir: Path, out: Path, args: argparse.Namespace) -> Path:
     """The base every run of the call loads: the tiny model fitted on the family's ideal
     warm-start chains (``pipeline.basefit``), once per call, before the warm starts."""
-    from pipeline.basefit import BaseFit, fit_base
-    from pipeline.progress import WorkProgress
+    from pipeline.basefit import BaseFit, fit_base_with_progress
 
     fit = BaseFit(source=f"family:{args.family}:warmstart", steps=args.base_steps)
-    with WorkProgress("base fit", fit.steps, "steps") as progress:
-        record = fit_base(model_dir, out, fit,
-                          report=lambda step, loss: progress.advance(1, f"loss {loss:.3f}"))
+    record = fit_base_with_progress(model_dir, out, fit)
     print(f"base fitted on {record['problems']} {fit.source} problems' ideal chains: loss "
           f"{record['first_loss']:.3f} -> {record['last_loss']:.4f} in {record['seconds']} s",
           flush=True)

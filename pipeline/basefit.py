@@ -73,9 +73,10 @@ def fit_base(model_dir: str | Path, out: str | Path, fit: BaseFit,
     written to ``out/base_fit.json``. ``report(step, loss)`` as in ``supervised_steps``."""
     # deferred: the CLI's --help answers at once
     import torch
-    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+    from transformers import AutoModelForCausalLM
 
     from configs.names import ROLES
+    from models.policy import load_tokenizer
     from pipeline.warmstart import supervised_steps, warm_start_examples
     from problems import load_problems
 
@@ -84,7 +85,7 @@ def fit_base(model_dir: str | Path, out: str | Path, fit: BaseFit,
         raise FileExistsError(f"{out} exists; choose another --out or remove it")
     start = time.perf_counter()
     problems = load_problems(fit.source, limit=fit.limit)
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(model_dir)
+    tokenizer = load_tokenizer(str(model_dir))
     examples = warm_start_examples(problems, tokenizer, fit.max_context_tokens, ideal=True)
     pairs = [pair for role in ROLES for pair in examples[role]]
     threads = torch.get_num_threads()
@@ -111,6 +112,17 @@ def fit_base(model_dir: str | Path, out: str | Path, fit: BaseFit,
     return record
 
 
+def fit_base_with_progress(model_dir: str | Path, out: str | Path,
+                           fit: BaseFit) -> dict[str, object]:
+    """:func:`fit_base` with a progress line per few seconds (the command line's and the
+    learning benchmark's)."""
+    from pipeline.progress import WorkProgress
+
+    with WorkProgress("base fit", fit.steps, "steps") as progress:
+        return fit_base(model_dir, out, fit,
+                        report=lambda step, loss: progress.advance(1, f"loss {loss:.3f}"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="the base model folder to start from")
@@ -122,14 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    from pipeline.progress import WorkProgress
-
     try:
         fit = BaseFit(source=args.source, steps=args.steps, learning_rate=args.lr,
                       limit=args.limit, seed=args.seed)
-        with WorkProgress("base fit", fit.steps, "steps") as progress:
-            record = fit_base(args.model, args.out, fit,
-                              report=lambda step, loss: progress.advance(1, f"loss {loss:.3f}"))
+        record = fit_base_with_progress(args.model, args.out, fit)
     except (ValueError, FileExistsError, FileNotFoundError) as exc:
         parser.exit(2, f"error: {exc}\n")
     print(f"fitted base saved to {args.out}: {record['problems']} problems, loss "

@@ -174,7 +174,10 @@ class Job:
 def flow_command(tmp: Path, job: Job, args: argparse.Namespace, model_dir: Path,
                  api_url: str) -> tuple[list[str], dict[str, str]]:
     fam = f"family:{args.family}"
-    sets = [f"model.generator={model_dir}", f"artifacts.root={tmp / 'runs'}",
+    # model.tiny=false: every run loads the call's own model folder, and a missing one is an
+    # error, not a new random tiny model built in its place (tiny.yaml's default would build
+    # one silently where the fitted base was)
+    sets = [f"model.generator={model_dir}", "model.tiny=false", f"artifacts.root={tmp / 'runs'}",
             f"tracking.tracking_uri=sqlite:///{tmp / (job.run_id + '.db')}",
             "tracking.register_models=false", f"tracking.experiment=learning-{job.run_id}",
             f"problems.source={fam}:train", f"warm_start.source={fam}:warmstart",

@@ -13,6 +13,7 @@ there or from ``configs``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from configs.errors import ConfigError
 from configs.errors import check as _check
@@ -74,6 +75,31 @@ class ModelConfig:
     @property
     def discriminator_base(self) -> str:
         return self.discriminator or self.generator
+
+    def check_folders(self) -> None:
+        """Raise ``ConfigError`` when a base model names a local folder that holds no model
+        and nothing builds one (``tiny`` false). ``from_pretrained`` would take the path for a
+        hub id and answer about repo ids; and with ``tiny`` true a deleted folder is rebuilt
+        as a *random* tiny model, so a caller that means a trained folder sets it false."""
+        if self.tiny:
+            return
+        for key, path in (("model.generator", self.generator),
+                          ("model.discriminator", self.discriminator)):
+            folder = Path(path).expanduser() if path else None
+            if folder and local_model_path(path) and not (folder / "config.json").exists():
+                what = "holds no config.json" if folder.exists() else "does not exist"
+                raise ConfigError(f"{key}={path}: the model folder {what} (model.tiny is "
+                                  "false, so nothing builds one there)")
+
+
+def local_model_path(path: str) -> bool:
+    """Whether ``path`` can only name a local folder, not a hub id (``name`` or ``org/name``):
+    absolute, starting with ``.`` or ``~``, or deeper than ``org/name``.
+
+    >>> [local_model_path(p) for p in ("/m", "./m", ".cache/tiny", "a/b/c", "Qwen/Qwen2.5-0.5B")]
+    [True, True, True, True, False]
+    """
+    return path.startswith(("/", ".", "~")) or path.count("/") > 1
 
 
 @dataclass(frozen=True)

@@ -137,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     try:  # fail fast, before Prefect starts: bad values, configs that cannot learn, problems
         cfg = load_config(args.config, args.overrides)
         check_learnable(cfg, args.config)
+        cfg.model.check_folders()
         load_run_problems(cfg)  # a bad problem file exits 2 here; the flow reuses the result
     except (ConfigError, ProblemLoadError) as exc:
         print(f"error: {exc}", file=sys.stderr)

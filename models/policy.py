@@ -196,6 +196,7 @@ class Policies:
         check_quantisation(model_cfg, device)  # before any slow loading
         paths = {"generator": model_cfg.generator,
                  "discriminator": model_cfg.discriminator_base}
+        model_cfg.check_folders()  # a missing local folder: said here, not as a bad repo id
         for path in set(paths.values()):
             if model_cfg.tiny and not Path(path, "config.json").exists():
                 build_tiny_model(path)

@@ -72,6 +72,8 @@ def test_the_oracle_arm_differs_from_baseline_only_in_its_problems_tests_alone(t
     cfg = {arm: load_config(TINY, sets) for arm, sets in (("base", base), ("oracle", named))}
     assert cfg["oracle"].problems.source == str(source)
     assert replace(cfg["oracle"], problems=cfg["base"].problems) == cfg["base"]
+    # every run loads the call's own model folder, and a missing one is an error
+    assert cfg["base"].model.generator == str(tmp_path / "tiny") and not cfg["base"].model.tiny
 
     family, stronger = load_problems("family:guards:train"), load_problems(str(source))
     assert [p.id for p in stronger] == [p.id for p in family]  # the same problems, in order

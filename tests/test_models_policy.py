@@ -190,3 +190,22 @@ def test_4bit_loads_and_trains_on_cuda(tiny_model_dir, batch):
     policies = Policies.load(cfg(tiny_model_dir, device="cuda", load_in_4bit=True,
                                  dtype="bfloat16"), LoraConfig(r=4, alpha=8))
     train_step(policies, "generator", batch.cuda())
+
+
+def test_a_missing_model_folder_is_named_not_rebuilt_at_random(tmp_path, tiny_model_dir):
+    """With ``tiny`` false a local folder that holds no model is a ConfigError naming the key
+    and the path (not transformers' word on repo ids), and nothing is written there; with
+    ``tiny`` true the same folder is built (the default run's first start)."""
+    gone, empty = tmp_path / "fitted-base", tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ConfigError, match=rf"model\.generator={gone}: .* does not exist"):
+        Policies.load(ModelConfig(generator=str(gone)), LoraConfig(r=4, alpha=8))
+    assert not gone.exists()
+    with pytest.raises(ConfigError, match="holds no config.json"):
+        ModelConfig(generator=str(empty)).check_folders()
+    with pytest.raises(ConfigError, match=r"model\.discriminator=.*does not exist"):
+        ModelConfig(generator=str(tiny_model_dir), discriminator=str(gone),
+                    layout="separate").check_folders()
+    ModelConfig(generator="Qwen/Qwen2.5-0.5B").check_folders()  # a hub id: from_pretrained's
+    ModelConfig(generator=str(tiny_model_dir)).check_folders()
+    ModelConfig(generator=str(gone), tiny=True).check_folders()  # built on load

@@ -110,6 +110,18 @@ def test_the_cli_refuses_before_prefect_starts_with_exit_2(capsys, monkeypatch):
     assert descendants(os.getpid()).keys() <= before.keys()
 
 
+def test_a_missing_model_folder_is_refused_before_prefect_starts(capsys, monkeypatch, tmp_path):
+    from flows.train import main
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    gone = tmp_path / "fitted"
+    assert main(["--config", MINIMAL, "--set", f"model.generator={gone}",
+                 "--set", "model.tiny=false"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: model.generator={gone}: the model folder does not exist"), err
+    assert not gone.exists() and "PREFECT_API_URL" not in os.environ
+
+
 def test_the_flow_refuses_too_when_called_without_the_cli():  # a deployment's run
     from flows.train import train
 

@@ -288,9 +288,12 @@ def share_before(root: Path, job: Job) -> None:
 def fitted_base(model_dir: Path, out: Path, args: argparse.Namespace) -> Path:
     """The base every run of the call loads: the tiny model fitted on the family's ideal
     warm-start chains (``pipeline.basefit``), once per call, before the warm starts."""
+    from configs import load_config
     from pipeline.basefit import BaseFit, fit_base_with_progress
 
-    fit = BaseFit(source=f"family:{args.family}:warmstart", steps=args.base_steps)
+    runs = load_config(str(REPO / "configs/tiny.yaml"), args.set)  # the prompts they render
+    fit = BaseFit(source=f"family:{args.family}:warmstart", steps=args.base_steps,
+                  max_context_tokens=runs.model.max_context_tokens)
     record = fit_base_with_progress(model_dir, out, fit)
     print(f"base fitted on {record['problems']} {fit.source} problems' ideal chains: loss "
           f"{record['first_loss']:.3f} -> {record['last_loss']:.4f} in {record['seconds']} s",

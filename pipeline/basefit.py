@@ -52,6 +52,8 @@ class BaseFit:
     limit: int | None = None
     """At most this many problems of ``source`` (None: all)."""
     max_context_tokens: int = 1024
+    """The prompts' token budget: the runs' ``model.max_context_tokens`` (``configs/tiny.yaml``'s
+    by default), so the base is fitted on the prompts the runs will render."""
 
     def __post_init__(self) -> None:
         parts = self.source.split(":")
@@ -64,6 +66,9 @@ class BaseFit:
             raise ValueError(f"base fit: steps ({self.steps}) and batch_size "
                              f"({self.batch_size}) must be >= 1 and learning_rate "
                              f"({self.learning_rate}) > 0")
+        if self.max_context_tokens < 64:  # model.max_context_tokens' own floor
+            raise ValueError(f"base fit: max_context_tokens ({self.max_context_tokens}) must "
+                             "be at least 64")
 
 
 def fit_base(model_dir: str | Path, out: str | Path, fit: BaseFit,
@@ -133,10 +138,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, default=BaseFit.learning_rate)
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-context-tokens", type=int, default=BaseFit.max_context_tokens,
+                        help="the prompts' token budget: the runs' model.max_context_tokens")
     args = parser.parse_args(argv)
     try:
         fit = BaseFit(source=args.source, steps=args.steps, learning_rate=args.lr,
-                      limit=args.limit, seed=args.seed)
+                      limit=args.limit, seed=args.seed,
+                      max_context_tokens=args.max_context_tokens)
         record = fit_base_with_progress(args.model, args.out, fit)
     except (ValueError, FileExistsError, FileNotFoundError) as exc:
         parser.exit(2, f"error: {exc}\n")

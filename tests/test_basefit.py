@@ -54,6 +54,7 @@ def test_an_existing_folder_is_never_written_over(tiny_model_dir, tmp_path):
     ({"source": "family:piecewise"}, "held-out problems are never trained on"),  # every split
     ({"source": SOURCE, "steps": 0}, "must be >= 1"),
     ({"source": SOURCE, "learning_rate": 0.0}, "learning_rate"),
+    ({"source": SOURCE, "max_context_tokens": 32}, "at least 64"),
 ])
 def test_bad_fits_are_refused_by_name(kwargs, message):
     with pytest.raises(ValueError, match=message):

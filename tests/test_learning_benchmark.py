@@ -82,3 +82,19 @@ def test_the_oracle_arm_differs_from_baseline_only_in_its_problems_tests_alone(t
             theirs.reference_solution, theirs.description, theirs.entry_point)
         assert list(mine.baseline_tests) == hidden_tests(theirs.id)
         assert set(theirs.baseline_tests) < set(mine.baseline_tests)  # strictly stronger
+
+
+@pytest.mark.parametrize("sets, context", [([], 1024), (["model.max_context_tokens=512"], 512)])
+def test_the_base_is_fitted_on_the_prompts_the_runs_render(monkeypatch, tmp_path, sets, context):
+    """The base fit's token budget is the runs' ``model.max_context_tokens`` (tiny.yaml's, or
+    the caller's ``--set``), not a second copy of it."""
+    import pipeline.basefit
+    from benchmarks.learning import fitted_base
+
+    fits = []
+    monkeypatch.setattr(pipeline.basefit, "fit_base_with_progress", lambda model, out, fit: (
+        fits.append(fit) or {"problems": 1, "first_loss": 1.0, "last_loss": 0.5, "seconds": 0}))
+    args = argparse.Namespace(family="guards", base_steps=7, set=sets)
+    assert fitted_base(tmp_path / "tiny", tmp_path / "fitted", args) == tmp_path / "fitted"
+    assert [(f.source, f.steps, f.max_context_tokens) for f in fits] == [
+        ("family:guards:warmstart", 7, context)]

@@ -71,9 +71,10 @@ at the median of 3 seeds, in at most 25 minutes on 2 cores.
 Latest, at the defaults (seeds 0-2; guards; the base fitted for 400 steps, the adapters
 warm-started on 1600 problems; generator reward ``all_pass``; the shuffled control; stages 1-5
 each 1 + 1 + 2 steps of 8 problems x 4 samples, 80 new tokens; held-out 32 problems x 2
-samples; generator lr 1e-4, discriminator 3e-4) on a 2-core AVX-512 Xeon: one quiet call at
-b751a33 in 1712 s = 28.5 min (25 minutes: **missed** on this machine kind), and the same table
-to the last digit from a call with a diagnostic beside it::
+samples; generator lr 1e-4, discriminator 3e-4), quiet, on 2 cores of two AVX-512 Xeon kinds:
+1712 s = 28.5 min on the slower (b751a33; 25 minutes **missed** there), 1247 s = 20.8 min
+and 1270 s = 21.2 min on the faster, with AMX (279aeab; met), every call the same table to
+the last digit::
 
     seed  pass@1 before  adv    ctrl   base  | wrong caught before  adv    ctrl   | new  late
     0     0.016          0.203  0.062  0.078 | 0.220                0.415  0.195  | 0.136  0.941
@@ -83,7 +84,7 @@ to the last digit from a call with a diagnostic beside it::
                  ablation_delta=0.156 stage_new_tests=0.492 late_catch=1.000
 
 Against the goals: every learning goal met (the trained generator ahead of its control by
-0.141 / 0.125 / 0.094 and of baseline-only at every seed); the time missed on this machine.
+0.141 / 0.125 / 0.094 and of baseline-only at every seed); the time met on the faster kind.
 With the random base (the defaults before b751a33, now ``--base-steps 0 --warm-limit 200``)
 the last calls gave heldout_gain 0.000 against control -0.094, ablation_delta -0.016, and an
 oracle arm +0.078: adapters on random weights did not learn to read the guards' kinds. Every call

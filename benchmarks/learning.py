@@ -123,6 +123,9 @@ from benchmarks.learning_report import (  # noqa: E402
 )
 from models.tiny import build_tiny_model  # noqa: E402
 
+CONFIG = REPO / "configs" / "tiny.yaml"
+"""Every run's config (the call's ``--set`` overrides and each run's own on top)."""
+
 BASELINE_ONLY = {"pass_rate": "baseline_pass_rate", "all_pass": "baseline_all_pass"}
 """The generator reward of each ``--generator-reward`` and its baseline-only twin (the ablation
 arm's: the same function over the problem's own tests alone)."""
@@ -201,7 +204,7 @@ def flow_command(tmp: Path, job: Job, args: argparse.Namespace, model_dir: Path,
         sets += arm_sets(job.arm, args.generator_reward, args.control, job.seed)
     if job.arm == ORACLE:
         sets += [f"problems.source={oracle_source(tmp, args.family)}"]
-    cmd = [sys.executable, "-m", "flows.train", "--config", str(REPO / "configs/tiny.yaml"),
+    cmd = [sys.executable, "-m", "flows.train", "--config", str(CONFIG),
            "--run-id", job.run_id]
     for s in sets:
         cmd += ["--set", s]
@@ -292,7 +295,7 @@ def fitted_base(model_dir: Path, out: Path, args: argparse.Namespace) -> Path:
     from configs import load_config
     from pipeline.basefit import BaseFit, fit_base_with_progress
 
-    runs = load_config(str(REPO / "configs/tiny.yaml"), args.set)  # the prompts they render
+    runs = load_config(str(CONFIG), args.set)  # the prompts they render
     fit = BaseFit(source=f"family:{args.family}:warmstart", steps=args.base_steps,
                   max_context_tokens=runs.model.max_context_tokens)
     record = fit_base_with_progress(model_dir, out, fit)

@@ -19,6 +19,8 @@ from configs.errors import ConfigError
 from configs.errors import check as _check
 from sandbox.result import EXECUTORS, ISOLATIONS, Limits, Placement
 
+MIN_CONTEXT_TOKENS = 64
+"""The smallest prompt budget (``model.max_context_tokens``) a model is given."""
 ENGINES = ("hf", "vllm")
 """``sampling.engine`` values: what samples the rollouts (``models.engine``)."""
 VLLM_WEIGHTS = ("merged", "lora")
@@ -66,8 +68,8 @@ class ModelConfig:
                "must be cpu, cuda or auto")
         _check(self.cpu_threads is None or self.cpu_threads >= 1, "model.cpu_threads",
                self.cpu_threads, "must be >= 1 or null")
-        _check(self.max_context_tokens >= 64, "model.max_context_tokens",
-               self.max_context_tokens, "must be at least 64")
+        _check(self.max_context_tokens >= MIN_CONTEXT_TOKENS, "model.max_context_tokens",
+               self.max_context_tokens, f"must be at least {MIN_CONTEXT_TOKENS}")
         _check(not (self.layout == "shared" and self.discriminator not in (None, self.generator)),
                "model.discriminator", self.discriminator,
                "the shared layout uses one base model; set model.layout=separate")

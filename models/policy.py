@@ -36,6 +36,7 @@ from safetensors.torch import save_file
 from configs.errors import ConfigError
 from configs.names import ROLES
 from configs.schema import LoraConfig, ModelConfig, SamplingConfig
+from models.convert_gguf import verify_models
 from models.generation import GenerationBatch, generate
 from models.merged import MergedTwin
 from models.prompts import Prompt
@@ -197,6 +198,7 @@ class Policies:
         paths = {"generator": model_cfg.generator,
                  "discriminator": model_cfg.discriminator_base}
         model_cfg.check_folders()  # a missing local folder: said here, not as a bad repo id
+        verify_models(paths.values())  # a converted folder with a missing or cut file
         for path in set(paths.values()):
             if model_cfg.tiny and not Path(path, "config.json").exists():
                 build_tiny_model(path)
@@ -230,13 +232,13 @@ class Policies:
         return self._tokenizers[_check_role(role)]
 
     def sample(self, role: str, prompts: Sequence[Prompt], sampling: SamplingConfig,
-               seed: int) -> GenerationBatch:
+               seed: int, *, stop=None) -> GenerationBatch:
         """``role``'s model samples every prompt in one batched call, without gradients (the
         chain's sampler: ``pipeline.chains.Sampler``): every chain stage is sampled frozen,
-        training or not."""
+        training or not. ``stop``: a ``models.stages.StopRule`` that also ends a response."""
         with torch.no_grad():
             return generate(self.sampling_model(role), self.tokenizer_for(role),
-                            [p.ids for p in prompts], sampling, seed=seed)
+                            [p.ids for p in prompts], sampling, seed=seed, stop=stop)
 
     def sampling_model(self, role: str):
         """What samples for ``role``: a plain copy of its base model with the adapter merged

@@ -189,9 +189,20 @@ def reserve(cache: Any, extra: int) -> Any:
     return cache
 
 
+def stop_length(tokenizer, tokens: Sequence[int], stop: Any) -> int | None:
+    """The length of the shortest prefix of ``tokens`` whose text ``stop`` (a
+    ``models.stages.StopRule``) says has reached its end; ``None`` if none does. Both engines
+    cut a response there: the transformers loop as it samples, the vLLM engine afterwards."""
+    for length in range(1, len(tokens) + 1):
+        if stop.hit(tokenizer.decode(tokens[:length], skip_special_tokens=True)):
+            return length
+    return None
+
+
 def _sample_chunk(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new: int,
                   min_new: int, eos: list[int], pad: int, warpers: list,
-                  share_prefill: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+                  share_prefill: bool = True, stop: Any = None, tokenizer: Any = None
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(B, n)`` sampled tokens and their log-probs, ``n <= max_new``: one forward pass per
     token over the KV cache, until every row has sampled a stop token (rows done earlier get
     ``pad``). ``model.generate``'s job here without its per-token machinery, which took a
@@ -217,6 +228,11 @@ def _sample_chunk(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
         tokens.append(sampled)
         logprobs.append(logp.gather(1, sampled[:, None]).squeeze(1))
         running &= ~torch.isin(sampled, stops)
+        if stop is not None:  # a row whose text has done its stage's work ends as at EOS
+            so_far = torch.stack(tokens, dim=1).tolist()
+            for row in running.nonzero().flatten().tolist():
+                if stop.hit(tokenizer.decode(so_far[row], skip_special_tokens=True)):
+                    running[row] = False
         if not running.any() or step + 1 == max_new:
             break
         attention_mask = torch.cat([attention_mask, attention_mask.new_ones((rows, 1))], dim=1)
@@ -257,7 +273,8 @@ def _model_device(model) -> torch.device:
 
 def generate(model, tokenizer, prompts: Sequence[Sequence[int] | str], sampling: SamplingConfig,
              *, seed: int | None = None, max_new_tokens: int | None = None,
-             min_new_tokens: int = 0, share_prefill: bool = True) -> GenerationBatch:
+             min_new_tokens: int = 0, share_prefill: bool = True,
+             stop: Any = None) -> GenerationBatch:
     """Sample one response per prompt (token ids or text), ``sampling.batch_size`` at a time.
 
     Reproducible: the same prompts, seed and weights give the same samples (each chunk seeds
@@ -267,6 +284,8 @@ def generate(model, tokenizer, prompts: Sequence[Sequence[int] | str], sampling:
     it masks EOS, so those log-probs are of a slightly different distribution).
     ``share_prefill``: a prompt that several rows of a chunk hold (a problem's samples) is
     prefilled once for all of them; False prefills every row (the same samples, slower).
+    ``stop`` (a ``models.stages.StopRule``): a response also ends, finished, with the token
+    that completes its stop text (:func:`stop_length`).
     """
     seed = sampling.seed if seed is None else seed
     max_new = max_new_tokens or sampling.max_new_tokens
@@ -293,20 +312,22 @@ def generate(model, tokenizer, prompts: Sequence[Sequence[int] | str], sampling:
                 with torch.no_grad():
                     new, logprobs = _sample_chunk(
                         model, input_ids, attention_mask, max_new, min_new_tokens, eos, pad,
-                        warpers, share_prefill)
+                        warpers, share_prefill, stop, tokenizer)
             seconds = time.perf_counter() - t0
             chunk_seconds.append(seconds)
             new, logprobs = new.cpu(), logprobs.cpu()
             for row, prompt in enumerate(chunk):
                 tokens = new[row].tolist()
-                stop = next((i for i, tok in enumerate(tokens) if tok in eos), None)
-                length = len(tokens) if stop is None else stop + 1
+                end = next((i for i, tok in enumerate(tokens) if tok in eos), None)
+                length = len(tokens) if end is None else end + 1
+                cut = stop_length(tokenizer, tokens[:length], stop) if stop else None
+                length = cut or length
                 response = tokens[:length]
                 out.append(Generation(
                     text=tokenizer.decode(response, skip_special_tokens=True),
                     prompt_ids=list(prompt), response_ids=response,
-                    logprobs=logprobs[row, :length].tolist(), finished=stop is not None,
-                    seconds=seconds))
+                    logprobs=logprobs[row, :length].tolist(),
+                    finished=end is not None or cut is not None, seconds=seconds))
     finally:
         model.train(was_training)
     total = time.perf_counter() - start_all

@@ -131,6 +131,44 @@ _STAGES = (
 )
 
 
+@dataclass(frozen=True)
+class StopRule:
+    """Where an output has done its stage's work (``sampling.stop_early``): at any of
+    ``strings``, or with ``after_fence`` once a fenced block has been opened and closed."""
+
+    strings: tuple[str, ...] = ()
+    after_fence: bool = False
+
+    def hit(self, text: str) -> bool:
+        """Whether ``text`` (an output so far) has reached its end.
+
+        >>> rule = StopRule(after_fence=True)
+        >>> [rule.hit(t) for t in ("```python\ndef f(): pass\n", "```python\nx = 1\n```")]
+        [False, True]
+        >>> StopRule(strings=("### Stage",)).hit("two sums.\n### Stage 2")
+        True
+        """
+        if any(s in text for s in self.strings):
+            return True
+        if self.after_fence:
+            opening = text.find("```")
+            body = text.find("\n", opening) if opening >= 0 else -1
+            return body >= 0 and "```" in text[body:]
+        return False
+
+
+# A reasoning stage that writes the next stage's heading has moved on to work it was not asked for.
+_NEXT_STAGE = ("### Stage", "\nStage ")
+
+
+def stop_rule(role: str, stage: int) -> StopRule:
+    """Where ``role``'s output at chain ``stage`` ends: the tests and the code after their
+    fenced block, a reasoning stage at the next stage's heading."""
+    if role == "discriminator" or get_stage(stage).is_code:
+        return StopRule(strings=_NEXT_STAGE, after_fence=True)
+    return StopRule(strings=_NEXT_STAGE)
+
+
 def get_stage(stage_id: int) -> Stage:
     """The stage with id ``stage_id`` (one of ``STAGES``); anything else raises ``ValueError``."""
     if isinstance(stage_id, bool) or not isinstance(stage_id, int) or stage_id not in STAGES:

@@ -13,12 +13,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from configs.schema import SamplingConfig
 from models.generation import GenerationBatch
 from models.parsing import parse_tests
 from models.prompts import Prompt, direct_prompt, discriminator_prompt, generator_prompt
+from models.stages import StopRule, stop_rule
 from pipeline.schedule import step_items
 from problems import Problem
 from rewards.outcome import normalise_test
@@ -42,7 +44,7 @@ class Sampler(Protocol):
     def tokenizer_for(self, role: str) -> Any: ...
     def adapter_version(self, role: str) -> str: ...
     def sample(self, role: str, prompts: Sequence[Prompt], sampling: SamplingConfig,
-               seed: int) -> GenerationBatch: ...
+               seed: int, *, stop: StopRule | None = None) -> GenerationBatch: ...
 
 
 def stage_prompts(sampler: Sampler, role: str, samples: Sequence[tuple[Problem, int]],
@@ -68,10 +70,26 @@ def sample_stage(sampler: Sampler, role: str, samples: Sequence[tuple[Problem, i
     (:func:`stage_prompts`). Returns the chains rows, in sample order, and the batch."""
     prompts = stage_prompts(sampler, role, samples, stage, texts, max_context_tokens,
                             direct=direct)
-    batch = sampler.sample(role, prompts, sampling, seed)
+    batch = sample_prompts(sampler, role, prompts, stage, sampling, seed)
     rows = generation_rows(samples, prompts, batch, stage=stage, role=role,
                            adapter_version=sampler.adapter_version(role), seed=seed)
     return rows, batch
+
+
+def sample_prompts(sampler: Sampler, role: str, prompts: Sequence[Prompt], stage: int,
+                   sampling: SamplingConfig, seed: int) -> GenerationBatch:
+    """``role`` samples ``prompts`` of chain ``stage`` with that output's token budget and,
+    with ``sampling.stop_early``, its stop rule (``models.stages.stop_rule``)."""
+    return sampler.sample(role, prompts, output_sampling(sampling, role, stage), seed,
+                          stop=stop_rule(role, stage) if sampling.stop_early else None)
+
+
+def output_sampling(sampling: SamplingConfig, role: str, stage: int) -> SamplingConfig:
+    """``sampling`` with ``role``'s token budget at ``stage`` (``SamplingConfig.budget``) as
+    its ``max_new_tokens``, the one budget a sampler reads."""
+    budget = sampling.budget(role, stage)
+    return replace(sampling, max_new_tokens=budget, stage_max_new_tokens=None,
+                   test_max_new_tokens=None)
 
 
 def generation_rows(samples: Sequence[tuple[Problem, int]], prompts: Sequence[Prompt],

@@ -31,6 +31,7 @@ from pipeline.chains import (
     Sampler,
     kept_tests,
     parsed_test_rows,
+    sample_prompts,
     stage_prompts,
 )
 from pipeline.execution import RunJobs, run_distinct, sandbox_runner
@@ -68,6 +69,10 @@ class InferenceResult:
     execution_time: float = 0.0
     finished: list[bool] = field(default_factory=list)
     """Per stage: ended with a stop token (False: cut at ``max_new_tokens``)."""
+    test_finished: list[bool] = field(default_factory=list)
+    """Per stage: the discriminator's output ended by itself (False: cut at its budget)."""
+    test_counts: list[int] = field(default_factory=list)
+    """Per stage: tests that parsed from the discriminator's output, duplicates included."""
 
     @property
     def problem_description(self) -> str:
@@ -122,7 +127,7 @@ class ChainSolver:
         rows nor the adapter's content hash they record is computed)."""
         prompts = stage_prompts(self.sampler, role, pairs, stage, texts,
                                 self.cfg.model.max_context_tokens, direct=direct)
-        return self.sampler.sample(role, prompts, self.cfg.sampling, seed)
+        return sample_prompts(self.sampler, role, prompts, stage, self.cfg.sampling, seed)
 
     def _samples(self, problems: Sequence[Problem], samples: int) -> list[tuple[Problem, int]]:
         if samples < 1:
@@ -188,16 +193,22 @@ class ChainSolver:
         seen: dict[SampleKey, dict[str, str]] = {}
         for r in chains:
             r.test_texts, r.tests, r.test_times = [], [], []
+            r.test_finished, r.test_counts = [], []
         for stage in STAGES:
             upto = {k: v[:stage] for k, v in texts.items()}
             batch = self._sample("discriminator", pairs, stage, upto,
                                  derive_seed(seed, "tests", stage))
             written = [g.text for g in batch.generations]
-            kept = kept_tests(parsed_test_rows(pairs, written, stage, seen))
+            rows = parsed_test_rows(pairs, written, stage, seen)
+            kept = kept_tests(rows)
             share = batch.seconds / len(chains)
-            for r, text in zip(chains, written, strict=True):
+            for r, text, gen in zip(chains, written, batch.generations, strict=True):
                 r.test_texts.append(text)
                 r.test_times.append(share)
+                r.test_finished.append(gen.finished)
+                r.test_counts.append(sum(
+                    t["parse_status"] == "ok" for t in rows
+                    if (t["problem_id"], t["sample_idx"]) == (r.problem.id, r.sample_idx)))
                 r.tests += [(stage, t["snippet"])
                             for t in kept.get((r.problem.id, r.sample_idx), [])]
 
@@ -220,6 +231,18 @@ class ChainSolver:
         share = (time.perf_counter() - t0) / len(todo)
         for r, out in zip(todo, outs, strict=True):
             r.execution_result, r.execution_time = out, share
+
+    def reference_passes(self, results: Sequence[InferenceResult]) -> list[list[bool]]:
+        """For each result, whether the problem's reference solution passes each of its
+        discriminator tests (``result.tests`` order): which tests are valid."""
+        todo = [(i, r) for i, r in enumerate(results) if r.tests]
+        out: list[list[bool]] = [[] for _ in results]
+        if todo:
+            outs = run_distinct(self.run_jobs, [(r.problem.reference_program,
+                                                 [t for _, t in r.tests]) for _, r in todo])
+            for (i, _), ex in zip(todo, outs, strict=True):
+                out[i] = [o.passed for o in ex.outcomes]
+        return out
 
     # -- the seed's API -----------------------------------------------------------------------
     def solve_batch(self, problems: Sequence[Problem], samples: int = 1, *,

@@ -157,9 +157,9 @@ def test_heldout_samples_at_the_evaluation_temperature_when_set(tiny_model_dir, 
         def activate(self, role):
             self.inner.activate(role)
 
-        def sample(self, role, prompts, sampling, seed):
+        def sample(self, role, prompts, sampling, seed, *, stop=None):
             self.temperatures.add(sampling.temperature)
-            return self.inner.sample(role, prompts, sampling, seed)
+            return self.inner.sample(role, prompts, sampling, seed, stop=stop)
 
     base = [f"model.generator={tiny_model_dir}", "sampling.max_new_tokens=4",
             "sampling.temperature=1.3", "evaluation.source=family:piecewise:heldout",

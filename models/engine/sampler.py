@@ -43,7 +43,7 @@ from safetensors.torch import save_file
 from configs.names import ROLES
 from configs.schema import ModelConfig, SamplingConfig
 from models.engine.client import EngineClient
-from models.generation import Generation, GenerationBatch, stop_token_ids
+from models.generation import Generation, GenerationBatch, stop_length, stop_token_ids
 from models.merged import merged_weights
 from models.policy import Policies
 from models.prompts import Prompt
@@ -148,7 +148,7 @@ class VllmSampler:
 
     def sample(self, role: str, prompts: Sequence[Prompt | Sequence[int]],
                sampling: SamplingConfig, seed: int, *, max_new_tokens: int | None = None,
-               min_new_tokens: int = 0) -> GenerationBatch:
+               min_new_tokens: int = 0, stop: Any = None) -> GenerationBatch:
         start = time.perf_counter()
         lora = self._sync(role)
         tokenizer = self.tokenizer_for(role)
@@ -163,11 +163,17 @@ class VllmSampler:
         reply = self.client.call({"op": "generate", "prompts": prompt_ids, "params": params,
                                   "seeds": seeds, "lora": lora})
         seconds = time.perf_counter() - start
-        out = [Generation(text=tokenizer.decode(o["token_ids"], skip_special_tokens=True),
-                          prompt_ids=ids, response_ids=list(o["token_ids"]),
-                          logprobs=list(o["logprobs"]), finished=o["finish_reason"] == "stop",
-                          seconds=seconds)
-               for ids, o in zip(prompt_ids, reply["outputs"], strict=True)]
+        out = []
+        for ids, o in zip(prompt_ids, reply["outputs"], strict=True):
+            # the stop rule is applied here, as the transformers loop applies it while it
+            # samples: the same tokens up to the one that completes the stop text
+            cut = stop_length(tokenizer, o["token_ids"], stop) if stop else None
+            tokens = list(o["token_ids"])[:cut]
+            out.append(Generation(text=tokenizer.decode(tokens, skip_special_tokens=True),
+                                  prompt_ids=ids, response_ids=tokens,
+                                  logprobs=list(o["logprobs"])[:cut],
+                                  finished=o["finish_reason"] == "stop" or cut is not None,
+                                  seconds=seconds))
         return GenerationBatch(generations=out, seconds=seconds,
                                new_tokens=sum(len(g.response_ids) for g in out),
                                chunk_seconds=[reply["seconds"]])

@@ -76,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write both measurements here")
     args = parser.parse_args(argv)
 
+    from flows import skip_bitsandbytes
+
+    skip_bitsandbytes()  # no 4-bit model here: peft need not import bitsandbytes (its warnings)
     import torch
 
     from models.convert_gguf import verify_models

@@ -6,7 +6,9 @@
 * :func:`parse_tests` turns the discriminator's output into independent test snippets (each one
   runs on its own in the sandbox): pytest-style ``def test_*`` functions (the snippet defines and
   then calls it), bare ``assert`` statements, and lists of ``(inputs, expected)`` tuples (turned
-  into ``assert entry_point(*inputs) == expected``). Imports, assignments and helper functions
+  into ``assert entry_point(*inputs) == expected``), and test classes (``unittest.TestCase``
+  or ``Test*``: each ``test_*`` method a test of its own, :mod:`models.testclasses`).
+  Imports, assignments and helper functions
   before a test are its setup and are prepended to it. What does not parse is salvaged
   statement by statement; what still fails is recorded as dropped with a reason, as are
   duplicates (compared by ``ast.dump`` after normalising test names).
@@ -19,6 +21,8 @@ import ast
 import re
 import warnings
 from dataclasses import dataclass, field
+
+from models.testclasses import class_tests, is_test_class
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _CODE_LANGS = {"", "python", "py", "python3", "pycon"}
@@ -272,8 +276,14 @@ class _TestCollector:
         elif isinstance(node, ast.For) and isinstance(node.iter, ast.Name) \
                 and node.iter.id in self.case_lists:
             return  # the loop that would have run the case list we already turned into asserts
+        elif isinstance(node, ast.ClassDef) and is_test_class(node):
+            for function, why in class_tests(node):  # one test per method, judged alone
+                if function is None:
+                    self.drop(source, why)
+                else:
+                    self.statement(function, ast.unparse(function))
         elif isinstance(node, ast.ClassDef):
-            self.drop(source, "test classes are not supported")
+            self.setup.append(text)  # a helper class later tests build
         else:
             self.drop(source, f"unsupported statement ({type(node).__name__})")
 

@@ -154,7 +154,9 @@ def test_multiline_statements_survive_salvage():
     ("assert 1 + 1 == 2", "does not call add"),
     ("def test_nothing():\n    assert True", "does not call add"),
     ("def add(a, b):\n    return 0", "redefines add"),
-    ("class TestAdd:\n    def test_a(self):\n        assert add(1, 2) == 3", "test classes"),
+    ("class TestAdd(unittest.TestCase):\n    def setUp(self):\n        self.x = 1\n"
+     "    def test_a(self):\n        self.assertEqual(add(self.x, 2), 3)", "uses self beyond"),
+    ("class TestAdd:\n    def helper(self):\n        return 1", "has no test methods"),
     ("def test_p(x):\n    assert add(x, 0) == x", "arguments"),
     ("print(add(1, 2))", "not a test"),
 ])

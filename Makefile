@@ -88,7 +88,7 @@ $(TINY_MODEL)/config.json: $(STAMP) models/tiny.py
 lint: setup
 	$(PY) -m ruff check .
 
-bench: setup
+bench: setup smollm2-model  # benchmarks/real_chain.py measures the converted model
 	for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:

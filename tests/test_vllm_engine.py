@@ -135,6 +135,20 @@ def test_engine_samples_with_the_adapter_version_the_trainer_holds(policies, tin
                                 min_new_tokens=sampling.max_new_tokens)
         assert all(len(g.response_ids) == sampling.max_new_tokens
                    for g in longest.generations)
+        # a stop rule cuts the engine's samples where the trainer's loop stops its own
+        from models.generation import stop_length
+        from models.stages import StopRule
+
+        free = engine.sample("generator", prompts, sampling, seed=5).generations
+        text = "".join(g.text for g in free)
+        rule = StopRule(strings=(max(set(text) - {" "}, key=text.count),))
+        cut = engine.sample("generator", prompts, sampling, seed=5, stop=rule).generations
+        lengths = [stop_length(tok, g.response_ids, rule) for g in free]
+        assert any(lengths)
+        for a, b, n in zip(free, cut, lengths, strict=True):
+            assert b.response_ids == a.response_ids[:n or len(a.response_ids)]
+            assert b.logprobs == a.logprobs[:len(b.response_ids)]
+            assert b.finished == (n is not None or a.finished)
         assert engine.syncs >= 3 and engine.start_seconds > 0
         # models reloaded mid-run (a damaged state): the engine follows them, even though the
         # fresh generator's version may equal one it held before

@@ -191,8 +191,9 @@ def reserve(cache: Any, extra: int) -> Any:
 
 def stop_length(tokenizer, tokens: Sequence[int], stop: Any) -> int | None:
     """The length of the shortest prefix of ``tokens`` whose text ``stop`` (a
-    ``models.stages.StopRule``) says has reached its end; ``None`` if none does. Both engines
-    cut a response there: the transformers loop as it samples, the vLLM engine afterwards."""
+    ``models.stages.StopRule``) says has reached its end; ``None`` if none does. The vLLM
+    engine's responses are cut there afterwards; the transformers loop finds the same length
+    as it samples (it checks the rule after every token)."""
     for length in range(1, len(tokens) + 1):
         if stop.hit(tokenizer.decode(tokens[:length], skip_special_tokens=True)):
             return length
@@ -202,10 +203,11 @@ def stop_length(tokenizer, tokens: Sequence[int], stop: Any) -> int | None:
 def _sample_chunk(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new: int,
                   min_new: int, eos: list[int], pad: int, warpers: list,
                   share_prefill: bool = True, stop: Any = None, tokenizer: Any = None
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
+                  ) -> tuple[torch.Tensor, torch.Tensor, list[int | None]]:
     """``(B, n)`` sampled tokens and their log-probs, ``n <= max_new``: one forward pass per
     token over the KV cache, until every row has sampled a stop token (rows done earlier get
-    ``pad``). ``model.generate``'s job here without its per-token machinery, which took a
+    ``pad``), and per row the length at which ``stop`` hit (``None``: it did not).
+    ``model.generate``'s job here without its per-token machinery, which took a
     quarter of the tiny model's sampling time; the model's ``generation_config`` (Qwen2.5's
     sets ``top_k=20``, ``repetition_penalty=1.05``) is never read, so nothing but temperature
     and top-p shapes the distribution PPO's ratios assume."""
@@ -216,6 +218,9 @@ def _sample_chunk(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
     cache = reserve(cache, max_new)
     running = torch.ones(rows, dtype=torch.bool, device=device)
     tokens, logprobs = [], []
+    # with a stop rule: each row's tokens so far, and the length at which its rule hit
+    so_far: list[list[int]] = [[] for _ in range(rows)]
+    stopped: list[int | None] = [None] * rows
     for step in range(max_new):
         scores = logits[:, -1, :].float()
         if step < min_new:
@@ -229,10 +234,12 @@ def _sample_chunk(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
         logprobs.append(logp.gather(1, sampled[:, None]).squeeze(1))
         running &= ~torch.isin(sampled, stops)
         if stop is not None:  # a row whose text has done its stage's work ends as at EOS
-            so_far = torch.stack(tokens, dim=1).tolist()
+            drawn = sampled.tolist()
             for row in running.nonzero().flatten().tolist():
+                so_far[row].append(drawn[row])
                 if stop.hit(tokenizer.decode(so_far[row], skip_special_tokens=True)):
                     running[row] = False
+                    stopped[row] = len(so_far[row])
         if not running.any() or step + 1 == max_new:
             break
         attention_mask = torch.cat([attention_mask, attention_mask.new_ones((rows, 1))], dim=1)
@@ -242,8 +249,8 @@ def _sample_chunk(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
         logits, cache = out.logits, out.past_key_values
     if not tokens:
         return (torch.zeros((rows, 0), dtype=torch.long, device=device),
-                torch.zeros((rows, 0), device=device))
-    return torch.stack(tokens, dim=1), torch.stack(logprobs, dim=1)
+                torch.zeros((rows, 0), device=device), stopped)
+    return torch.stack(tokens, dim=1), torch.stack(logprobs, dim=1), stopped
 
 
 def stop_token_ids(model, tokenizer) -> list[int]:
@@ -310,7 +317,7 @@ def generate(model, tokenizer, prompts: Sequence[Sequence[int] | str], sampling:
             with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
                 torch.manual_seed(seed * 1_000_003 + index)
                 with torch.no_grad():
-                    new, logprobs = _sample_chunk(
+                    new, logprobs, stopped = _sample_chunk(
                         model, input_ids, attention_mask, max_new, min_new_tokens, eos, pad,
                         warpers, share_prefill, stop, tokenizer)
             seconds = time.perf_counter() - t0
@@ -319,9 +326,8 @@ def generate(model, tokenizer, prompts: Sequence[Sequence[int] | str], sampling:
             for row, prompt in enumerate(chunk):
                 tokens = new[row].tolist()
                 end = next((i for i, tok in enumerate(tokens) if tok in eos), None)
-                length = len(tokens) if end is None else end + 1
-                cut = stop_length(tokenizer, tokens[:length], stop) if stop else None
-                length = cut or length
+                cut = stopped[row]  # the loop saw the stop text complete at this length
+                length = cut or (len(tokens) if end is None else end + 1)
                 response = tokens[:length]
                 out.append(Generation(
                     text=tokenizer.decode(response, skip_special_tokens=True),

@@ -19,7 +19,8 @@ VLLM_VENV := .venv-vllm
 VLLM_REQ ?= requirements-vllm.txt
 VLLM_HASH := $(shell sha256sum $(VLLM_REQ) | cut -c1-16)
 VLLM_STAMP := $(VLLM_VENV)/.installed-$(VLLM_HASH)
-# TRL, the peer benchmarks/real_learning.py measures against, in an environment of its own
+# TRL, the peer this project is measured against (benchmarks/peers/trl_grpo.py), in an
+# environment of its own
 TRL_VENV := .venv-trl
 TRL_STAMP := $(TRL_VENV)/.installed-$(shell sha256sum requirements-trl.txt | cut -c1-16)
 TINY_MODEL := .cache/tiny-qwen2

@@ -38,8 +38,9 @@ from pipeline.chainshares import COLUMNS, ChainShares, chain_shares  # noqa: E40
 CONFIG = ROOT / "configs" / "smollm2-135m.yaml"
 
 
-def measure(solver, problems, samples: int, seed: int) -> tuple[ChainShares, float, int]:
-    """The chain shares of ``problems`` x ``samples``, the seconds it took and the new tokens."""
+def measure(solver, problems, samples: int, seed: int) -> tuple[ChainShares, float, list]:
+    """The chain shares of ``problems`` x ``samples``, the seconds it took, and the results
+    (``pipeline.solver.InferenceResult``)."""
     start = time.perf_counter()
     results = solver.generate(problems, samples, seed=seed)
     solver.write_tests(results, seed=seed)
@@ -116,19 +117,18 @@ def main(argv: list[str] | None = None) -> int:
           f"{stats.get('warm_start/discriminator_last_loss', 0):.3f}", flush=True)
     after, seconds, results_after = measure(solver, problems, args.samples, seed=1)
     print(table(f"after the warm start ({seconds:.0f} s)", after), flush=True)
-    passed = sum(r.code is not None for r in results_after)
     if args.json:
         Path(args.json).write_text(json.dumps({
             "before": before.to_dict(), "after": after.to_dict(),
             "outputs": [{"problem": r.problem.id, "chain": r.reasoning_chain,
                          "code": r.generated_code, "tests": r.test_texts}
                         for r in results + results_after]}, indent=1))
-    overall = after.overall()
-    print(f"(code parsed in {passed} of {len(results_after)} chains after the warm start)")
-    print(" ".join(f"{c}={overall[c]:.3f}" if overall[c] is not None else f"{c}=nan"
-                   for c in ("gen_ended", "tests_ended")) + f" code_parses={after.code_parses:.3f} "
-          + " ".join(f"{c}={overall[c]:.3f}" if overall[c] is not None else f"{c}=nan"
-                     for c in ("tests_parsed", "tests_valid")))
+    parsed = sum(r.code is not None for r in results_after)
+    print(f"(code parsed in {parsed} of {len(results_after)} chains after the warm start)")
+    figures = {**after.overall(), "code_parses": after.code_parses}
+    print(" ".join(f"{name}={'nan' if figures[name] is None else f'{figures[name]:.3f}'}"
+                   for name in ("gen_ended", "tests_ended", "code_parses", "tests_parsed",
+                                "tests_valid")))
     return 0
 
 

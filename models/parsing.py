@@ -8,8 +8,8 @@
   then calls it), bare ``assert`` statements, and lists of ``(inputs, expected)`` tuples (turned
   into ``assert entry_point(*inputs) == expected``), and test classes (``unittest.TestCase``
   or ``Test*``: each ``test_*`` method a test of its own, :mod:`models.testclasses`).
-  Imports, assignments and helper functions
-  before a test are its setup and are prepended to it. What does not parse is salvaged
+  Imports, assignments, helper functions and classes before a test are its setup and are
+  prepended to it. What does not parse is salvaged
   statement by statement; what still fails is recorded as dropped with a reason, as are
   duplicates (compared by ``ast.dump`` after normalising test names).
 * :func:`parse_critique` reads the optional textual critique.

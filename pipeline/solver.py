@@ -17,6 +17,7 @@ Times are per sample: its share of each stage's batched call.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -201,14 +202,14 @@ class ChainSolver:
             written = [g.text for g in batch.generations]
             rows = parsed_test_rows(pairs, written, stage, seen)
             kept = kept_tests(rows)
+            parsed = Counter((t["problem_id"], t["sample_idx"]) for t in rows
+                             if t["parse_status"] == "ok")
             share = batch.seconds / len(chains)
             for r, text, gen in zip(chains, written, batch.generations, strict=True):
                 r.test_texts.append(text)
                 r.test_times.append(share)
                 r.test_finished.append(gen.finished)
-                r.test_counts.append(sum(
-                    t["parse_status"] == "ok" for t in rows
-                    if (t["problem_id"], t["sample_idx"]) == (r.problem.id, r.sample_idx)))
+                r.test_counts.append(parsed[(r.problem.id, r.sample_idx)])
                 r.tests += [(stage, t["snippet"])
                             for t in kept.get((r.problem.id, r.sample_idx), [])]
 

@@ -24,7 +24,7 @@ import json
 import sys
 from pathlib import Path
 
-from sandbox.api import execute
+from sandbox.api import execute, execute_many
 from sandbox.cli import positive_seconds
 from sandbox.result import ISOLATIONS, Limits, Placement
 
@@ -100,8 +100,6 @@ def parse_request(line: str) -> list[tuple[str, list[str]]]:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from sandbox.api import execute_many
-
     limits = Limits(timeout_s=args.timeout)
     for line in sys.stdin:
         if not line.strip():
@@ -126,15 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--code", required=True, help="Python file with the code under test")
     run.add_argument("--tests", required=True, help="Python file of tests, or JSON list")
     run.add_argument("--json", action="store_true", help="print the result as JSON")
-    run.add_argument("--timeout", type=positive_seconds, default=Limits.timeout_s,
-                     help="seconds per test (> 0)")
-    run.add_argument("--isolation", default=Placement.isolation, choices=ISOLATIONS)
-    run.set_defaults(run=_run)
     serve = sub.add_parser("serve", help="judge jobs sent as JSON lines on stdin")
-    serve.add_argument("--timeout", type=positive_seconds, default=Limits.timeout_s,
-                       help="seconds per test (> 0)")
-    serve.add_argument("--isolation", default=Placement.isolation, choices=ISOLATIONS)
-    serve.set_defaults(run=_serve)
+    for command, handler in ((run, _run), (serve, _serve)):
+        command.add_argument("--timeout", type=positive_seconds, default=Limits.timeout_s,
+                             help="seconds per test (> 0)")
+        command.add_argument("--isolation", default=Placement.isolation, choices=ISOLATIONS)
+        command.set_defaults(run=handler)
     args = parser.parse_args(argv)
     return args.run(args)
 

@@ -2,7 +2,7 @@
 
     make smollm2-model trl vllm     # once: the model, TRL's and vLLM's environments
     .venv/bin/python benchmarks/real_learning.py [--seeds 0 1] [--quick] [--candidates 64]
-        [--train 8] [--heldout 8] [--humaneval 4] [--steps 4] [--keep DIR]
+        [--train 8] [--heldout 8] [--humaneval 4] [--steps 3] [--keep DIR]
 
 **Problems.** Candidates (``--candidates``, drawn with the screen's seed from the seed-format
 files in ``../shared/data/``: ``function_problems.json``, ``example_problems.json`` and the
@@ -52,20 +52,22 @@ its own. Over several seeds the gains are averaged and the SE is ``sqrt(sum SE_i
 Goal: every trained arm's gain over the control >= 2 SE; each is printed met or missed.
 
 **Defaults, and why** (one call within 90 minutes on 2 CPU cores; measured costs: a full-chain
-step of 2 problems x 4 samples ~100 s on vLLM, its 71 s start per process; TRL ~200-300 s a
-step of 32 completions; a code-only step a fraction of a chain step):
+step of 2 problems x 4 samples ~100 s on vLLM, its 71 s start per process; TRL 329 s for one
+step of 8 completions of up to 128 tokens (docs/training.md), so up to ~600 s at 256; a
+code-only step a fraction of a chain step):
 
 * ``--candidates 64``, ``--screen-samples 4``: 256 direct samples, ~5 minutes, cached; 4
   samples make a pass rate of 0.25-0.75 in the band, so ~1 in 5 candidates qualifies for a
   model of this size;
 * ``--band 0.1 0.9``: the issue's learnable band;
-* ``--train 8``: 4 steps x 2 problems see each training problem about once;
+* ``--train 8``: 3 steps x 2 problems see most training problems once;
 * ``--heldout 8`` + ``--humaneval 4`` x ``--eval-samples 2``: N = 24 per evaluation (SE of a
   gain ~0.13 at p = 0.5). Arm 1's and the control's evaluations write the full chain and
   the discriminator's tests for every sample (~300 s each), the largest cost after the steps;
-* ``--steps 4`` (+ 1 discriminator step in arms 1 and 3), ``problems_per_step`` 2 and 4 samples
-  (the config's): ~20 minutes each for arms 1 and 3, ~5 for arm 2, ~8 for arm 4 (4 steps of 8
-  completions and two evaluations), ~60 minutes with the screen, 30 to spare;
+* ``--steps 3`` (+ 1 discriminator step in arms 1 and 3), ``problems_per_step`` 2 and 4 samples
+  (the config's): ~18 minutes each for arms 1 and 3, ~5 for arm 2, up to ~30 for arm 4 (3
+  TRL steps of 8 completions and two evaluations), ~75 minutes with the screen; TRL's step
+  is the least certain cost, and a fourth step would not fit;
 * token budgets, learning rate 1e-4, LoRA r 8 / alpha 16: the config's (stage 5: 256 tokens,
   TRL's ``--max-completion`` the same).
 
@@ -411,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heldout", type=int, default=8, help="held-out problems (band)")
     parser.add_argument("--humaneval", type=int, default=4, help="fixed HumanEval held-out")
     parser.add_argument("--eval-samples", type=int, default=2, help="samples per held-out one")
-    parser.add_argument("--steps", type=int, default=4, help="generator steps per arm")
+    parser.add_argument("--steps", type=int, default=3, help="generator steps per arm")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a config override for every arm (as flows.train's --set)")

@@ -56,9 +56,10 @@ step of 2 problems x 4 samples ~100 s on vLLM, its 71 s start per process; TRL 3
 step of 8 completions of up to 128 tokens (docs/training.md), so up to ~600 s at 256; a
 code-only step a fraction of a chain step):
 
-* ``--candidates 64``, ``--screen-samples 4``: 256 direct samples, ~5 minutes, cached; 4
-  samples make a pass rate of 0.25-0.75 in the band, so ~1 in 5 candidates qualifies for a
-  model of this size;
+* ``--candidates 64``, ``--screen-samples 4``: 256 direct samples, cached; measured: 16 x 2
+  took 257 s (the engine's start ~100 s, 29 tokens/s after), so ~17 minutes uncached, which
+  the first call pays on top of the arms. 4 samples make a pass rate of 0.25-0.75 in the band;
+  the base solved none of its first 16 candidates, so the band may hold few problems;
 * ``--band 0.1 0.9``: the issue's learnable band;
 * ``--train 8``: 3 steps x 2 problems see most training problems once;
 * ``--heldout 8`` + ``--humaneval 4`` x ``--eval-samples 2``: N = 24 per evaluation (SE of a
@@ -72,7 +73,8 @@ code-only step a fraction of a chain step):
   TRL's ``--max-completion`` the same).
 
 ``--quick``: 1 step per arm, 2 training and 2 + 1 held-out problems x 1 sample, 16 candidates x
-2 samples (a smoke run of the wiring, no figure to read). The last line::
+2 samples, the band widened to [0, 1] (a smoke run of the wiring, no figure to read).
+The last line::
 
     real_gain=<arm 1's held-out gain over control> direct=<arm 2's> trl=<arm 4's>
     se=<one standard error of arm 1's gain> valid=<arm 1's held-out test validity after>
@@ -379,6 +381,7 @@ def sizes(args: argparse.Namespace) -> None:
     if args.quick:  # a smoke run of the wiring: every arm starts, steps once and reports
         args.candidates, args.screen_samples, args.train, args.heldout = 16, 2, 2, 2
         args.humaneval, args.eval_samples, args.steps = 1, 1, 1
+        args.band = [0.0, 1.0]  # every candidate: the base solved none of 16 (2 samples each)
 
 
 def problem_files(work: Path, args: argparse.Namespace) -> dict:

@@ -18,6 +18,7 @@ from configs.loader import (
 )
 from configs.schema import (
     ArtifactsConfig,
+    ChainConfig,
     EvaluationConfig,
     LoraConfig,
     ModelConfig,
@@ -33,7 +34,8 @@ from configs.schema import (
 )
 
 __all__ = [
-    "ArtifactsConfig", "ConfigError", "EvaluationConfig", "LoraConfig", "ModelConfig",
+    "ArtifactsConfig", "ChainConfig", "ConfigError", "EvaluationConfig", "LoraConfig",
+    "ModelConfig",
     "PPOConfig", "ProblemsConfig", "RewardConfig", "SamplingConfig", "SandboxConfig",
     "ScheduleConfig", "TrackingConfig",
     "TrainConfig", "WarmStartConfig", "apply_overrides", "config_hash", "config_to_dict",

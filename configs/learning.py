@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from configs.errors import check as _check
-from configs.names import DISCRIMINATOR_REWARDS, GENERATOR_REWARDS, ROLES, STAGES
+from configs.names import CODE_STAGE, DISCRIMINATOR_REWARDS, GENERATOR_REWARDS, ROLES, STAGES
 
 KL_REFERENCES = ("base", "start")
 """``ppo.kl_reference`` values: what the KL penalty measures against (``PPOConfig``)."""
@@ -154,6 +154,46 @@ class PPOConfig:
                "must be 'group' or 'gae'")
         _check(0 <= self.gamma <= 1, "ppo.gamma", self.gamma, "must be in [0, 1]")
         _check(0 <= self.lam <= 1, "ppo.lam", self.lam, "must be in [0, 1]")
+
+
+@dataclass(frozen=True)
+class ChainConfig:
+    """What a run's chain holds: which stages the generator writes and whether the
+    discriminator tests them. The defaults are the full adversarial chain; ``stages: [5]``
+    with ``discriminator: false`` is a code-only run (the prompt a model asked for code
+    directly sees, judged on the problems' own tests), a config rather than a fork."""
+
+    stages: tuple[int, ...] = STAGES
+    """The chain stages the generator writes, in order; the code stage is always one. A
+    stage left out is never sampled, and later stages' prompts do not show it."""
+    discriminator: bool = True
+    """Whether the discriminator writes tests at each of ``stages``; false: every sample's
+    suite is its problem's own tests, and no step may train the discriminator."""
+
+    def __post_init__(self) -> None:
+        _check(bool(self.stages) and all(s in STAGES for s in self.stages), "chain.stages",
+               self.stages, f"must be stage ids from {STAGES[0]} to {STAGES[-1]}")
+        _check(list(self.stages) == sorted(set(self.stages)), "chain.stages", self.stages,
+               "must be increasing without repeats")
+        _check(CODE_STAGE in self.stages, "chain.stages", self.stages,
+               f"must hold the code stage {CODE_STAGE} (the sandbox runs its output)")
+
+    def before(self, stage: int) -> tuple[int, ...]:
+        """The chain's stages before ``stage``: what its generator prompt shows.
+
+        >>> ChainConfig(stages=(2, 4, 5)).before(5)
+        (2, 4)
+        """
+        return tuple(s for s in self.stages if s < stage)
+
+    def upto(self, stage: int) -> tuple[int, ...]:
+        """The chain's stages up to ``stage``: what its discriminator prompt shows."""
+        return tuple(s for s in self.stages if s <= stage)
+
+    @property
+    def test_stages(self) -> tuple[int, ...]:
+        """The stages the discriminator writes tests for (none without it)."""
+        return self.stages if self.discriminator else ()
 
 
 @dataclass(frozen=True)

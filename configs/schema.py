@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from configs.errors import ConfigError
 from configs.learning import (
+    ChainConfig,
     EvaluationConfig,
     PPOConfig,
     ProblemsConfig,
@@ -29,7 +30,8 @@ from configs.sections import (
 )
 
 __all__ = [
-    "DISCRIMINATOR_REWARDS", "GENERATOR_REWARDS", "ArtifactsConfig", "LoraConfig", "ModelConfig",
+    "DISCRIMINATOR_REWARDS", "GENERATOR_REWARDS", "ArtifactsConfig", "ChainConfig",
+    "LoraConfig", "ModelConfig",
     "PPOConfig", "ProblemsConfig", "RewardConfig", "SamplingConfig", "SandboxConfig",
     "ScheduleConfig", "TrackingConfig", "TrainConfig", "WarmStartConfig", "check_learnable",
     "learnability",
@@ -47,6 +49,7 @@ class TrainConfig:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     rewards: RewardConfig = field(default_factory=RewardConfig)
+    chain: ChainConfig = field(default_factory=ChainConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     problems: ProblemsConfig = field(default_factory=ProblemsConfig)
@@ -129,6 +132,17 @@ def learnability(cfg: TrainConfig) -> tuple[list[str], list[str]]:
                           "problems would be trained on; evaluate on a split never trained on")
     schedule = cfg.schedule
     roles = _trained_roles(schedule)
+    missing = [s for s in schedule.stages if s not in cfg.chain.stages]
+    if missing:
+        errors.append(f"schedule.stages={list(schedule.stages)} and chain.stages="
+                      f"{list(cfg.chain.stages)}: stage(s) {missing} would be trained but the "
+                      "chain never writes them; train only stages the chain has")
+    if not cfg.chain.discriminator and "discriminator" in roles:
+        errors.append(f"chain.discriminator=false with schedule.n_discriminator_steps="
+                      f"{schedule.n_discriminator_steps}, schedule.k_alternating="
+                      f"{schedule.k_alternating}: the discriminator writes no tests, so it has "
+                      "nothing to train on; set both to 0 (k_alternating 1 trains the "
+                      "generator only)")
     if not roles:
         warnings.append(
             f"schedule.n_discriminator_steps={schedule.n_discriminator_steps}, "

@@ -1,7 +1,7 @@
 """Replay one stage of a recorded training step from its stored inputs, or finish failed steps.
 
     python -m flows.replay [--artifacts-root DIR] --run-id ID --step N \
-        --stage <rollout|tests|execute|rewards|update> [--downstream]
+        --stage <rollout|baseline|tests|execute|rewards|update> [--downstream]
     python -m flows.replay [--artifacts-root DIR] --run-id ID --failed [--rebuild-manifest]
 
 A stage replay never touches the recorded run. It copies the inputs the stage needs from step N

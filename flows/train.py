@@ -78,7 +78,7 @@ def train_step(ctx: RunContext, planned: PlannedStep, last_of_stage: bool) -> di
     step's time went is logged as ``time/*``."""
     start, item_s = time.perf_counter(), {}
     engine_before = ctx.engine_seconds()
-    for item in work_items():
+    for item in work_items(ctx.cfg.chain):
         t = time.perf_counter()
         run_item(ctx, planned, item)
         item_s[item.kind] = item_s.get(item.kind, 0.0) + time.perf_counter() - t

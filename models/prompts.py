@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from configs.names import STAGES
 from models.stages import (
     Stage,
     direct_messages,
@@ -71,7 +72,10 @@ def _truncate(tokenizer, text: str, n_tokens: int) -> str:
 
 def _fit(tokenizer, build: Callable[[list[str | None], str | None], list[dict[str, str]]],
          texts: Sequence[str], description: str, max_tokens: int, keep_last: bool,
-         who: str) -> Prompt:
+         who: str, stage_ids: Sequence[int] | None = None) -> Prompt:
+    """``stage_ids``: the stage id of each of ``texts`` (default 1, 2, ...), for the drop
+    labels."""
+    labels = list(stage_ids) if stage_ids is not None else list(range(1, len(texts) + 1))
     texts: list[str | None] = list(texts)
     desc: str | None = None
     dropped: list[str] = []
@@ -87,7 +91,7 @@ def _fit(tokenizer, build: Callable[[list[str | None], str | None], list[dict[st
         if len(ids) <= max_tokens:
             break
         texts[index] = None
-        dropped.append(f"stage_{index + 1}")
+        dropped.append(f"stage_{labels[index]}")
         text, ids = render()
 
     # 2. then the description's tail, 3. then the tail of the text under test. A few rounds
@@ -116,7 +120,7 @@ def _fit(tokenizer, build: Callable[[list[str | None], str | None], list[dict[st
     if len(ids) > max_tokens:
         shrink(description, "description", set_desc)
     if len(ids) > max_tokens and keep_last and texts and texts[-1] is not None:
-        shrink(texts[-1], f"stage_{len(texts)}", set_last)
+        shrink(texts[-1], f"stage_{labels[-1]}", set_last)
     if len(ids) > max_tokens:
         raise PromptTooLongError(
             f"{who}: prompt needs {len(ids)} tokens after dropping {dropped}, more than "
@@ -125,13 +129,17 @@ def _fit(tokenizer, build: Callable[[list[str | None], str | None], list[dict[st
 
 
 def generator_prompt(tokenizer, problem: Problem, stage: Stage | int,
-                     previous: Sequence[str], max_context_tokens: int) -> Prompt:
-    """The generator's prompt for ``stage``, fitted to ``max_context_tokens``."""
+                     previous: Sequence[str], max_context_tokens: int,
+                     chain: Sequence[int] = STAGES) -> Prompt:
+    """The generator's prompt for ``stage``, fitted to ``max_context_tokens`` (``previous``:
+    its outputs of the ``chain``'s stages before ``stage``)."""
     stage = stage if isinstance(stage, Stage) else get_stage(stage)
     return _fit(tokenizer,
-                lambda texts, desc: generator_messages(problem, stage, texts, description=desc),
+                lambda texts, desc: generator_messages(problem, stage, texts, description=desc,
+                                                       chain=chain),
                 previous, problem.description, max_context_tokens, keep_last=False,
-                who=f"generator prompt for problem {problem.id!r} stage {stage.id}")
+                who=f"generator prompt for problem {problem.id!r} stage {stage.id}",
+                stage_ids=[s for s in chain if s < stage.id])
 
 
 def direct_prompt(tokenizer, problem: Problem, max_context_tokens: int) -> Prompt:
@@ -144,11 +152,14 @@ def direct_prompt(tokenizer, problem: Problem, max_context_tokens: int) -> Promp
 
 
 def discriminator_prompt(tokenizer, problem: Problem, stage: Stage | int,
-                         chain: Sequence[str], max_context_tokens: int) -> Prompt:
-    """The discriminator's prompt for ``stage`` (``chain`` = generator stages 1..stage)."""
+                         chain: Sequence[str], max_context_tokens: int,
+                         stages: Sequence[int] = STAGES) -> Prompt:
+    """The discriminator's prompt for ``stage`` (``chain`` = the generator's texts of the
+    chain ``stages`` up to ``stage``)."""
     stage = stage if isinstance(stage, Stage) else get_stage(stage)
     return _fit(tokenizer,
                 lambda texts, desc: discriminator_messages(problem, stage, texts,
-                                                           description=desc),
+                                                           description=desc, stages=stages),
                 chain, problem.description, max_context_tokens, keep_last=True,
-                who=f"discriminator prompt for problem {problem.id!r} stage {stage.id}")
+                who=f"discriminator prompt for problem {problem.id!r} stage {stage.id}",
+                stage_ids=[s for s in stages if s <= stage.id])

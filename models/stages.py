@@ -188,43 +188,57 @@ def _problem_block(problem: Problem, description: str | None = None) -> str:
             f"Function signature:\n```python\n{problem.function_signature.strip()}\n```")
 
 
-def _chain_block(title: str, texts: Sequence[str], first_stage: int = 1) -> str:
-    """Earlier stage outputs, labelled by stage; ``None`` entries were dropped for length."""
+def _chain_block(title: str, texts: Sequence[str | None], ids: Sequence[int]) -> str:
+    """Earlier stage outputs, labelled by stage id; ``None`` entries were dropped for length."""
     parts = []
-    for offset, text in enumerate(texts):
-        stage = get_stage(first_stage + offset)
+    for stage_id, text in zip(ids, texts, strict=True):
+        stage = get_stage(stage_id)
         body = ("[omitted to fit the context window]" if text is None else text.strip())
         parts.append(f"### Stage {stage.id}: {stage.name}\n{body}")
     return f"{title}\n\n" + "\n\n".join(parts) if parts else ""
 
 
+def _shown(chain: Sequence[int], stage: Stage, texts: Sequence[str | None], upto: bool,
+           who: str) -> tuple[int, ...]:
+    """The ids of ``chain``'s stages before ``stage`` (``upto``: and ``stage`` itself), checked
+    against the number of ``texts`` given for them."""
+    if stage.id not in chain:
+        raise ValueError(f"stage {stage.id} is not one of the chain's stages {list(chain)}")
+    ids = tuple(s for s in chain if s < stage.id or (upto and s == stage.id))
+    if len(texts) != len(ids):
+        raise ValueError(f"stage {stage.id} {who} {len(ids)} stage output(s), of stages "
+                         f"{list(ids)}, got {len(texts)}")
+    return ids
+
+
 def generator_messages(problem: Problem, stage: Stage | int, previous: Sequence[str | None],
-                       *, description: str | None = None) -> list[dict[str, str]]:
+                       *, description: str | None = None,
+                       chain: Sequence[int] = STAGES) -> list[dict[str, str]]:
     """Chat messages asking the generator for ``stage`` given its ``previous`` stage outputs.
 
-    ``previous`` holds the generator's own outputs of stages ``1 .. stage-1`` in order; an entry
-    of ``None`` renders as omitted (the context-length policy uses it). ``description``
-    overrides the problem text (the policy passes a truncated one).
+    ``previous`` holds the generator's own outputs of the ``chain``'s stages before ``stage``
+    (``configs.ChainConfig.stages``; all of them by default) in order; an entry of ``None``
+    renders as omitted (the context-length policy uses it). ``description`` overrides the
+    problem text (the policy passes a truncated one). The code stage of a code-only chain
+    (``chain=(5,)``) is :func:`direct_messages`.
     """
     stage = stage if isinstance(stage, Stage) else get_stage(stage)
-    if len(previous) != stage.id - 1:
-        raise ValueError(f"stage {stage.id} needs the outputs of {stage.id - 1} previous "
-                         f"stage(s), got {len(previous)}")
-    return _generator_messages(problem, stage, previous, description)
+    ids = _shown(chain, stage, previous, upto=False, who="needs the outputs of")
+    return _generator_messages(problem, stage, previous, ids, description)
 
 
 def direct_messages(problem: Problem, *, description: str | None = None
                     ) -> list[dict[str, str]]:
     """Chat messages of the single-stage baseline: the code stage's instruction with no
     earlier stages, i.e. what a model asked for code directly sees. Evaluation compares the
-    chain against it; :func:`generator_messages` refuses a code stage without its chain."""
-    return _generator_messages(problem, get_stage(CODE_STAGE), [], description)
+    chain against it."""
+    return _generator_messages(problem, get_stage(CODE_STAGE), [], (), description)
 
 
 def _generator_messages(problem: Problem, stage: Stage, previous: Sequence[str | None],
-                        description: str | None) -> list[dict[str, str]]:
+                        ids: Sequence[int], description: str | None) -> list[dict[str, str]]:
     parts = [_problem_block(problem, description)]
-    chain = _chain_block("Your reasoning so far:", previous)
+    chain = _chain_block("Your reasoning so far:", previous, ids)
     if chain:
         parts.append(chain)
     parts.append(stage.generator_prompt_template.format(entry_point=problem.entry_point))
@@ -233,18 +247,17 @@ def _generator_messages(problem: Problem, stage: Stage, previous: Sequence[str |
 
 
 def discriminator_messages(problem: Problem, stage: Stage | int, chain: Sequence[str | None],
-                           *, description: str | None = None) -> list[dict[str, str]]:
+                           *, description: str | None = None,
+                           stages: Sequence[int] = STAGES) -> list[dict[str, str]]:
     """Chat messages asking the discriminator for ``stage``'s tests.
 
-    ``chain`` holds the generator's outputs of stages ``1 .. stage`` (the current one last), so
-    the discriminator tests what the generator has committed to so far.
+    ``chain`` holds the generator's outputs of the run's chain ``stages`` up to ``stage`` (the
+    current one last), so the discriminator tests what the generator has committed to so far.
     """
     stage = stage if isinstance(stage, Stage) else get_stage(stage)
-    if len(chain) != stage.id:
-        raise ValueError(f"stage {stage.id} tests read the generator's outputs of stages "
-                         f"1..{stage.id}, got {len(chain)}")
+    ids = _shown(stages, stage, chain, upto=True, who="tests read the generator's")
     parts = [_problem_block(problem, description)]
-    block = _chain_block("The solver's work so far:", chain)
+    block = _chain_block("The solver's work so far:", chain, ids)
     if block:
         parts.append(block)
     parts.append(stage.discriminator_prompt_template.format(

@@ -4,19 +4,25 @@ else dispatches on kinds.
 
 A step regenerates the whole chain and learns from it::
 
-    rollout-1, ..., rollout-5, tests-1, ..., tests-5, execute, rewards, update
+    rollout-1, ..., rollout-5, baseline, tests-1, ..., tests-5, execute, rewards, update
 
-``rollout-s`` is the generator writing stage s (it reads stages < s); ``tests-s`` is the
-discriminator writing tests for stage s (it reads the generator's stages <= s and the tests of
-earlier stages, to deduplicate); ``execute`` runs every kept test against the final code, the
-reference and its mutants; ``rewards`` scores the samples; ``update`` is one PPO update of the
-step's role. The train flow runs ``work_items()`` in order; replay reruns a *kind* of item
-(``--stage tests`` is every ``tests-s``) from the inputs the catalogue names; recovery redoes
-the first item whose outputs are missing and everything after it. All three run items through
-``WorkItem.run`` (as Prefect tasks: ``tasks.step``), so they cannot drift apart.
+``rollout-s`` is the generator writing stage s (it reads stages < s); ``baseline`` records the
+problems' own tests; ``tests-s`` is the discriminator writing tests for stage s (it reads the
+generator's stages <= s and the tests of earlier stages, to deduplicate); ``execute`` runs every
+kept test against the final code, the reference and its mutants; ``rewards`` scores the
+samples; ``update`` is one PPO update of the step's role. A run's chain
+(``configs.ChainConfig``) may hold fewer stages and no discriminator: its items are then the
+rollouts of its stages, ``baseline``, the tests of its stages when the discriminator writes
+them, and the rest. The train flow runs ``work_items(cfg.chain)`` in order; replay reruns a
+*kind* of item (``--stage tests`` is every ``tests-s``) from the inputs the catalogue names;
+recovery redoes the first item whose outputs are missing and everything after it. All three
+run items through ``WorkItem.run`` (as Prefect tasks: ``tasks.step``), so they cannot drift
+apart.
 
     >>> [i.name for i in work_items()][:3], [i.name for i in work_items()][-3:]
     (['rollout-1', 'rollout-2', 'rollout-3'], ['execute', 'rewards', 'update'])
+    >>> [i.name for i in work_items(ChainConfig(stages=(5,), discriminator=False))]
+    ['rollout-5', 'baseline', 'execute', 'rewards', 'update']
     >>> kind_inputs("execute", "generator")
     [('chains', 'generator-5'), ('tests', 'baseline'), ('tests', 'stage-1'), \
 ('tests', 'stage-2'), ('tests', 'stage-3'), ('tests', 'stage-4'), ('tests', 'stage-5')]
@@ -28,7 +34,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, ClassVar
 
-from configs.names import CODE_STAGE, STAGES
+from configs.learning import ChainConfig
+from configs.names import CODE_STAGE
 from pipeline.parts import (
     Part,
     chain_part,
@@ -89,9 +96,10 @@ class WorkItem:
 
 @dataclass(frozen=True)
 class StageItem(WorkItem):
-    """An item of one chain stage."""
+    """An item of one chain stage of a run whose chain is ``chain``."""
 
     stage: int
+    chain: ChainConfig = ChainConfig()
 
     @property
     def name(self) -> str:
@@ -115,16 +123,32 @@ class Rollout(StageItem):
         return [chain_part("generator", self.stage)]
 
     def inputs(self, role: str, trained_stage: int) -> list[Part]:
-        return [chain_part("generator", t) for t in STAGES if t < self.stage]
+        return [chain_part("generator", t) for t in self.chain.before(self.stage)]
 
     def run(self, ctx: StepContext, planned: PlannedStep) -> list[Pointer]:
-        return _work().rollout(ctx, planned.step, self.stage)
+        return _work().rollout(ctx, planned.step, self.stage, self.chain.stages)
+
+
+@dataclass(frozen=True)
+class Baseline(WorkItem):
+    """The problems' own tests, each sample's suite before the discriminator adds to it."""
+
+    kind: ClassVar[str] = "baseline"
+    task: ClassVar[str] = "baseline-tests"
+
+    def outputs(self, role: str) -> list[Part]:
+        return [suite_part(None)]
+
+    def inputs(self, role: str, trained_stage: int) -> list[Part]:
+        return []
+
+    def run(self, ctx: StepContext, planned: PlannedStep) -> list[Pointer]:
+        return _work().baseline(ctx, planned.step)
 
 
 @dataclass(frozen=True)
 class Tests(StageItem):
-    """The discriminator writes tests for chain stage ``stage`` (stage 1 also records the
-    problems' own baseline tests)."""
+    """The discriminator writes tests for chain stage ``stage``."""
 
     kind: ClassVar[str] = "tests"
     task: ClassVar[str] = "generate-tests"
@@ -133,15 +157,14 @@ class Tests(StageItem):
         return "discriminator"
 
     def outputs(self, role: str) -> list[Part]:
-        return [chain_part("discriminator", self.stage), suite_part(self.stage)] + \
-            ([suite_part(None)] if self.stage == STAGES[0] else [])
+        return [chain_part("discriminator", self.stage), suite_part(self.stage)]
 
     def inputs(self, role: str, trained_stage: int) -> list[Part]:
-        return [chain_part("generator", t) for t in STAGES if t <= self.stage] + \
-            [suite_part(t) for t in STAGES if t < self.stage]
+        return [chain_part("generator", t) for t in self.chain.upto(self.stage)] + \
+            [suite_part(t) for t in self.chain.before(self.stage)]
 
     def run(self, ctx: StepContext, planned: PlannedStep) -> list[Pointer]:
-        return _work().generate_tests(ctx, planned.step, self.stage)
+        return _work().generate_tests(ctx, planned.step, self.stage, self.chain.stages)
 
 
 @dataclass(frozen=True)
@@ -153,12 +176,13 @@ class Execute(WorkItem):
     # A dead sandbox worker is infrastructure, and re-running the same jobs is safe (the part
     # is replaced atomically). Failing tests are results, never exceptions.
     retries: ClassVar[int] = 1
+    chain: ChainConfig = ChainConfig()
 
     def outputs(self, role: str) -> list[Part]:
         return [executions_part()]
 
     def inputs(self, role: str, trained_stage: int) -> list[Part]:
-        return [chain_part("generator", CODE_STAGE), *suite_parts()]
+        return [chain_part("generator", CODE_STAGE), *suite_parts(self.chain.test_stages)]
 
     def run(self, ctx: StepContext, planned: PlannedStep) -> list[Pointer]:
         return _work().execute(ctx, planned.step)
@@ -177,8 +201,10 @@ class Rewards(WorkItem):
     def outputs(self, role: str) -> list[Part]:
         return [rewards_part()]
 
+    chain: ChainConfig = ChainConfig()
+
     def inputs(self, role: str, trained_stage: int) -> list[Part]:
-        return [*suite_parts(), executions_part()]
+        return [*suite_parts(self.chain.test_stages), executions_part()]
 
     def run(self, ctx: StepContext, planned: PlannedStep) -> list[Pointer]:
         return _work().score(ctx, planned.step, planned.stage)
@@ -208,38 +234,42 @@ class Update(WorkItem):
         return _work().update(ctx, planned.step, planned.role, planned.stage)
 
 
-ITEM_TYPES: tuple[type[WorkItem], ...] = (Rollout, Tests, Execute, Rewards, Update)
+ITEM_TYPES: tuple[type[WorkItem], ...] = (Rollout, Baseline, Tests, Execute, Rewards, Update)
 KINDS = tuple(t.kind for t in ITEM_TYPES)
 """Kinds of work item, in step order: what ``flows.replay --stage`` names."""
 
 
-def work_items() -> list[WorkItem]:
-    """A step's work in the order the train flow runs it: the generator's stages, then the
-    discriminator's tests of each stage, then execution, rewards and the update.
+def work_items(chain: ChainConfig | None = None) -> list[WorkItem]:
+    """A step's work in the order the train flow runs it: the generator's stages, the
+    problems' own tests, then the discriminator's tests of each stage, then execution, rewards
+    and the update (``chain``: the run's ``cfg.chain``; default the full chain).
 
     The generator's stage k reads only its own stages before k, and the discriminator's tests
     of stage k read the generator's stages up to k, so this order gives every item the inputs
     the interleaved one would (same prompts, same seeds, same rows). Sampling one role's
     stages together lets an engine that holds one adapter at a time (``sampling.engine=vllm``
     with merged weights) switch roles twice per step instead of ten times."""
-    return ([Rollout(s) for s in STAGES] + [Tests(s) for s in STAGES]
-            + [Execute(), Rewards(), Update()])
+    chain = chain or ChainConfig()
+    return ([Rollout(s, chain) for s in chain.stages] + [Baseline()]
+            + [Tests(s, chain) for s in chain.test_stages]
+            + [Execute(chain), Rewards(chain), Update()])
 
 
-def items_of(kind: str) -> list[WorkItem]:
+def items_of(kind: str, chain: ChainConfig | None = None) -> list[WorkItem]:
     """The items of one kind, in step order (``ValueError`` for an unknown kind)."""
     if kind not in KINDS:
         raise ValueError(f"{kind!r}: expected one of {', '.join(KINDS)}")
-    return [i for i in work_items() if i.kind == kind]
+    return [i for i in work_items(chain) if i.kind == kind]
 
 
-def kind_outputs(kind: str, role: str) -> list[Part]:
-    return [p for i in items_of(kind) for p in i.outputs(role)]
+def kind_outputs(kind: str, role: str, chain: ChainConfig | None = None) -> list[Part]:
+    return [p for i in items_of(kind, chain) for p in i.outputs(role)]
 
 
-def kind_inputs(kind: str, role: str, trained_stage: int = CODE_STAGE) -> list[Part]:
+def kind_inputs(kind: str, role: str, trained_stage: int = CODE_STAGE,
+                chain: ChainConfig | None = None) -> list[Part]:
     """What the items of ``kind`` read that none of them writes, in first-use order."""
-    return inputs_of(items_of(kind), role, trained_stage)
+    return inputs_of(items_of(kind, chain), role, trained_stage)
 
 
 def inputs_of(items: list[WorkItem], role: str, trained_stage: int) -> list[Part]:
@@ -252,6 +282,6 @@ def inputs_of(items: list[WorkItem], role: str, trained_stage: int) -> list[Part
     return list(dict.fromkeys(needed))
 
 
-def step_parts(role: str) -> list[Part]:
+def step_parts(role: str, chain: ChainConfig | None = None) -> list[Part]:
     """Every part a complete step has (``role``: the role the step updates)."""
-    return [p for i in work_items() for p in i.outputs(role)]
+    return [p for i in work_items(chain) for p in i.outputs(role)]

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
+from configs.names import STAGES
 from configs.schema import SamplingConfig
 from models.generation import GenerationBatch
 from models.parsing import parse_tests
@@ -49,27 +50,28 @@ class Sampler(Protocol):
 
 def stage_prompts(sampler: Sampler, role: str, samples: Sequence[tuple[Problem, int]],
                   stage: int, texts: dict[SampleKey, list[str]], max_context_tokens: int, *,
-                  direct: bool = False) -> list[Prompt]:
+                  direct: bool = False, chain: Sequence[int] = STAGES) -> list[Prompt]:
     """``role``'s prompt for chain stage ``stage`` of every sample: the generator's given the
     problem and its stages before ``stage`` (``direct``: the code stage's prompt with no
     earlier stages, the single-stage baseline), the discriminator's given the problem and
-    stages up to ``stage`` (``texts``: each sample's generator texts so far)."""
+    stages up to ``stage`` (``texts``: each sample's generator texts so far, of the ``chain``'s
+    stages: ``configs.ChainConfig.stages``)."""
     tokenizer = sampler.tokenizer_for(role)
     if direct:
         return [direct_prompt(tokenizer, p, max_context_tokens) for p, _ in samples]
     build = generator_prompt if role == "generator" else discriminator_prompt
-    return [build(tokenizer, p, stage, texts.get((p.id, j), []), max_context_tokens)
+    return [build(tokenizer, p, stage, texts.get((p.id, j), []), max_context_tokens, chain)
             for p, j in samples]
 
 
 def sample_stage(sampler: Sampler, role: str, samples: Sequence[tuple[Problem, int]],
                  stage: int, texts: dict[SampleKey, list[str]], *, sampling: SamplingConfig,
-                 max_context_tokens: int, seed: int, direct: bool = False
-                 ) -> tuple[list[Row], GenerationBatch]:
+                 max_context_tokens: int, seed: int, direct: bool = False,
+                 chain: Sequence[int] = STAGES) -> tuple[list[Row], GenerationBatch]:
     """``role`` writes chain stage ``stage`` for every sample in one batched call
     (:func:`stage_prompts`). Returns the chains rows, in sample order, and the batch."""
     prompts = stage_prompts(sampler, role, samples, stage, texts, max_context_tokens,
-                            direct=direct)
+                            direct=direct, chain=chain)
     batch = sample_prompts(sampler, role, prompts, stage, sampling, seed)
     rows = generation_rows(samples, prompts, batch, stage=stage, role=role,
                            adapter_version=sampler.adapter_version(role), seed=seed)

@@ -82,14 +82,22 @@ def chain_shares(results: Sequence, reference_passes: Sequence[Sequence[bool]]) 
     (0.75, 1.0)
     """
     rows = []
+    # Each output's stage: a result of a shorter chain says which stages it holds
+    # (``InferenceResult.stages``, ``test_stages``); without them, the first ones.
+    generated = [dict(zip(getattr(r, "stages", STAGES), r.finished, strict=False))
+                 for r in results]
+    tested = [dict(zip(getattr(r, "test_stages", None) or STAGES,
+                       zip(r.test_finished, r.test_counts, strict=True), strict=False))
+              for r in results]
     for stage in STAGES:
         gen, ended, parsed, valid = [], [], [], []
-        for r, passes in zip(results, reference_passes, strict=True):
-            if len(r.finished) >= stage:
-                gen.append(r.finished[stage - 1])
-            if len(r.test_finished) >= stage:
-                ended.append(r.test_finished[stage - 1])
-                parsed.append(r.test_counts[stage - 1] > 0)
+        for r, passes, done, tests in zip(results, reference_passes, generated, tested,
+                                          strict=True):
+            if stage in done:
+                gen.append(done[stage])
+            if stage in tests:
+                ended.append(tests[stage][0])
+                parsed.append(tests[stage][1] > 0)
             valid += [ok for (s, _), ok in zip(r.tests, passes, strict=True) if s == stage]
         rows.append(StageShares(stage=stage, gen_ended=_share(gen), tests_ended=_share(ended),
                                 tests_parsed=_share(parsed), tests_valid=_share(valid),

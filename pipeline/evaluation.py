@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from configs.names import CODE_STAGE, STAGES
+from configs.names import CODE_STAGE
 from configs.schema import TrainConfig
 from models.seeds import derive_seed
 from pipeline.chains import baseline_rows, kept_tests, parsed_test_rows
@@ -194,9 +194,8 @@ def score_tests(results: Sequence[InferenceResult], cfg: TrainConfig,
     samples = [(r.problem, r.sample_idx) for r in results]
     tests = baseline_rows(samples)
     seen: dict = {}
-    for stage in STAGES:
-        tests += parsed_test_rows(samples, [r.test_texts[stage - 1] for r in results], stage,
-                                  seen)
+    for i, stage in enumerate(cfg.chain.test_stages):  # test_texts: one per tested stage
+        tests += parsed_test_rows(samples, [r.test_texts[i] for r in results], stage, seen)
     kept = kept_tests(tests)
     suites = [Suite(r.problem, r.sample_idx, r.code, r.code_reason,
                     kept.get((r.problem.id, r.sample_idx), [])) for r in results]

@@ -6,6 +6,8 @@ the step catalogue's (``pipeline.catalogue``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from configs.names import STAGES
 
 Part = tuple[str, str]  # (table, part): one Parquet file of a step
@@ -25,9 +27,10 @@ def suite_part(stage: int | None) -> Part:
     return (TESTS, "baseline" if stage is None else f"stage-{stage}")
 
 
-def suite_parts() -> list[Part]:
-    """Every tests part of a step: baseline first, then the stages."""
-    return [suite_part(None)] + [suite_part(s) for s in STAGES]
+def suite_parts(stages: Sequence[int] = STAGES) -> list[Part]:
+    """Every tests part of a step whose discriminator tests ``stages``: baseline first, then
+    the stages."""
+    return [suite_part(None)] + [suite_part(s) for s in stages]
 
 
 def executions_part() -> Part:

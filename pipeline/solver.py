@@ -38,7 +38,6 @@ from pipeline.chains import (
 from pipeline.execution import RunJobs, run_distinct, sandbox_runner
 from problems import Problem
 
-REASONING_STAGES = STAGES[:-1]  # every stage before the code
 MODES = ("chain", "direct")
 
 
@@ -74,6 +73,20 @@ class InferenceResult:
     """Per stage: the discriminator's output ended by itself (False: cut at its budget)."""
     test_counts: list[int] = field(default_factory=list)
     """Per stage: tests that parsed from the discriminator's output, duplicates included."""
+    reasoning_stages: list[int] = field(default_factory=list)
+    """The stage id of each of ``reasoning_chain`` (the config's chain before the code;
+    default the first stages, as many as there are texts)."""
+    test_stages: list[int] = field(default_factory=list)
+    """The stage id of each of ``test_texts`` (the stages the discriminator tested)."""
+
+    def __post_init__(self) -> None:
+        if self.reasoning_chain and not self.reasoning_stages:
+            self.reasoning_stages = list(STAGES[:len(self.reasoning_chain)])
+
+    @property
+    def stages(self) -> list[int]:
+        """The stage id of each generator output (``finished``, ``stage_times``)."""
+        return [*self.reasoning_stages, CODE_STAGE]
 
     @property
     def problem_description(self) -> str:
@@ -127,7 +140,8 @@ class ChainSolver:
         training step builds, without its chains rows (nothing is stored here, so neither the
         rows nor the adapter's content hash they record is computed)."""
         prompts = stage_prompts(self.sampler, role, pairs, stage, texts,
-                                self.cfg.model.max_context_tokens, direct=direct)
+                                self.cfg.model.max_context_tokens, direct=direct,
+                                chain=self.cfg.chain.stages)
         return sample_prompts(self.sampler, role, prompts, stage, self.cfg.sampling, seed)
 
     def _samples(self, problems: Sequence[Problem], samples: int) -> list[tuple[Problem, int]]:
@@ -162,12 +176,13 @@ class ChainSolver:
     def generate(self, problems: Sequence[Problem], samples: int = 1, *, mode: str = "chain",
                  seed: int | None = None) -> list[InferenceResult]:
         """Generator output for problems x samples, problem-major. ``mode="chain"``: every
-        stage; ``"direct"``: the code stage's prompt alone (the single-stage baseline)."""
+        stage of the config's chain (``cfg.chain.stages``); ``"direct"``: the code stage's
+        prompt alone (the single-stage baseline)."""
         if mode not in MODES:
             raise ValueError(f"mode={mode!r}: must be 'chain' or 'direct'")
         seed = self.cfg.sampling.seed if seed is None else seed
         pairs = self._samples(problems, samples)
-        stages = STAGES if mode == "chain" else (CODE_STAGE,)
+        stages = self.cfg.chain.stages if mode == "chain" else (CODE_STAGE,)
         texts, times, done = self._stages(pairs, stages, seed, mode)
         out = []
         for (problem, j), s, f in zip(pairs, times, done, strict=True):
@@ -177,13 +192,14 @@ class ChainSolver:
                 problem=problem, sample_idx=j, reasoning_chain=list(t[:-1]),
                 generated_code=t[-1], code=parsed.code if parsed.ok else None,
                 code_reason=parsed.reason or ("ok" if parsed.ok else "no code"),
-                stage_times=s, mode=mode, finished=f))
+                stage_times=s, mode=mode, finished=f, reasoning_stages=list(stages[:-1])))
         return out
 
     def write_tests(self, results: Sequence[InferenceResult], seed: int | None = None) -> None:
         """The discriminator's tests for every stage of each chain (in place): raw texts and
         the parsed snippets, deduplicated within a stage and against earlier stages, as a
-        training step does."""
+        training step does. A chain without the discriminator (``cfg.chain.discriminator``
+        false) gets none."""
         chains = [r for r in results if r.mode == "chain"]
         if not chains:
             return
@@ -195,8 +211,10 @@ class ChainSolver:
         for r in chains:
             r.test_texts, r.tests, r.test_times = [], [], []
             r.test_finished, r.test_counts = [], []
-        for stage in STAGES:
-            upto = {k: v[:stage] for k, v in texts.items()}
+            r.test_stages = list(self.cfg.chain.test_stages)
+        for stage in self.cfg.chain.test_stages:
+            shown = len(self.cfg.chain.upto(stage))
+            upto = {k: v[:shown] for k, v in texts.items()}
             batch = self._sample("discriminator", pairs, stage, upto,
                                  derive_seed(seed, "tests", stage))
             written = [g.text for g in batch.generations]
@@ -264,5 +282,6 @@ class ChainSolver:
     def get_reasoning_chain(self, problem: Problem) -> list[str]:
         """The stages before the code only: no code is generated or executed."""
         pairs = self._samples([problem], 1)
-        texts, _, _ = self._stages(pairs, REASONING_STAGES, self.cfg.sampling.seed, "chain")
-        return texts[(problem.id, 0)]
+        reasoning = self.cfg.chain.before(CODE_STAGE)
+        texts, _, _ = self._stages(pairs, reasoning, self.cfg.sampling.seed, "chain")
+        return texts.get((problem.id, 0), [])

@@ -2,10 +2,12 @@
 write its outputs. Pure of Prefect: ``tasks.step`` runs these as Prefect tasks, and the step
 catalogue (``pipeline.catalogue``) says which one each item runs and which parts it touches.
 
-- ``rollout``: generator text for chain stage s, given the problem and stages 1..s-1;
-- ``generate_tests``: discriminator tests for stage s, given the problem and stages 1..s, parsed
-  and deduplicated within the output and against the sample's tests of earlier stages (stage 1
-  also writes the problems' own baseline tests);
+- ``rollout``: generator text for chain stage s, given the problem and the chain's stages
+  before s (``configs.ChainConfig.stages``: all of 1..s-1 by default);
+- ``baseline``: the problems' own tests, each sample's suite before the discriminator's;
+- ``generate_tests``: discriminator tests for stage s, given the problem and the chain's stages
+  up to s, parsed and deduplicated within the output and against the sample's tests of earlier
+  stages;
 - ``execute``: every kept test against the final code, the reference and its mutants;
 - ``score``: per-sample generator and discriminator rewards;
 - ``update``: one PPO update of the step's role on the trained stage's tokens.
@@ -15,6 +17,7 @@ Each takes a :class:`StepContext` (``tasks.runtime.RunContext`` is one) and the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from artifacts.store import Pointer, RunStore
@@ -71,10 +74,10 @@ def write_rows(store: RunStore, step: int, part: Part, rows: Any) -> Pointer:
 
 
 # -- rollout and tests ----------------------------------------------------------------------
-def chain_texts(store: RunStore, step: int, upto: int) -> dict[SampleKey, list[str]]:
-    """Generator texts of stages 1..upto per sample, in stage order."""
+def chain_texts(store: RunStore, step: int, stages: Sequence[int]) -> dict[SampleKey, list[str]]:
+    """Generator texts of ``stages`` per sample, in stage order."""
     by_stage = []
-    for stage in range(1, upto + 1):
+    for stage in stages:
         rows = read_rows(store, step, chain_part("generator", stage),
                          ["problem_id", "sample_idx", "output_text"])
         if not rows:
@@ -85,31 +88,41 @@ def chain_texts(store: RunStore, step: int, upto: int) -> dict[SampleKey, list[s
 
 
 def _sample(ctx: StepContext, step: int, stage: int, role: str,
-            texts: dict[SampleKey, list[str]]) -> tuple[list[dict], list[str]]:
+            texts: dict[SampleKey, list[str]], chain: Sequence[int]
+            ) -> tuple[list[dict], list[str]]:
     rows, batch = sample_stage(ctx.sampler, role, ctx.samples(step), stage, texts,
                                sampling=ctx.cfg.sampling,
                                max_context_tokens=ctx.cfg.model.max_context_tokens,
-                               seed=ctx.seed(step, stage, role))
+                               seed=ctx.seed(step, stage, role), chain=chain)
     return rows, [g.text for g in batch.generations]
 
 
-def rollout(ctx: StepContext, step: int, stage: int) -> list[Pointer]:
-    """Generator output for ``stage`` over the step's problems x samples."""
-    previous = chain_texts(ctx.store, step, stage - 1) if stage > 1 else {}
-    rows, _ = _sample(ctx, step, stage, "generator", previous)
+def rollout(ctx: StepContext, step: int, stage: int,
+            chain: Sequence[int] = STAGES) -> list[Pointer]:
+    """Generator output for ``stage`` over the step's problems x samples, given its stages of
+    the ``chain`` before ``stage``."""
+    earlier = [s for s in chain if s < stage]
+    previous = chain_texts(ctx.store, step, earlier) if earlier else {}
+    rows, _ = _sample(ctx, step, stage, "generator", previous, chain)
     return [write_rows(ctx.store, step, chain_part("generator", stage), rows)]
 
 
-def generate_tests(ctx: StepContext, step: int, stage: int) -> list[Pointer]:
-    """Discriminator tests for ``stage`` given the chain so far; accumulated per sample."""
-    rows, texts = _sample(ctx, step, stage, "discriminator", chain_texts(ctx.store, step, stage))
+def baseline(ctx: StepContext, step: int) -> list[Pointer]:
+    """The problems' own tests of the step's samples -> ``tests/part-baseline``."""
+    return [write_rows(ctx.store, step, suite_part(None), baseline_rows(ctx.samples(step)))]
+
+
+def generate_tests(ctx: StepContext, step: int, stage: int,
+                   chain: Sequence[int] = STAGES) -> list[Pointer]:
+    """Discriminator tests for ``stage`` given the ``chain``'s stages up to it; accumulated
+    per sample."""
+    shown = [s for s in chain if s <= stage]
+    rows, texts = _sample(ctx, step, stage, "discriminator",
+                          chain_texts(ctx.store, step, shown), chain)
     pointers = [write_rows(ctx.store, step, chain_part("discriminator", stage), rows)]
-    earlier = [r for s in STAGES if s < stage for r in read_rows(ctx.store, step, suite_part(s))]
-    samples = ctx.samples(step)
-    tests = parsed_test_rows(samples, texts, stage, known_tests(earlier))
+    earlier = [r for s in shown if s < stage for r in read_rows(ctx.store, step, suite_part(s))]
+    tests = parsed_test_rows(ctx.samples(step), texts, stage, known_tests(earlier))
     pointers.append(write_rows(ctx.store, step, suite_part(stage), tests))
-    if stage == STAGES[0]:
-        pointers.append(write_rows(ctx.store, step, suite_part(None), baseline_rows(samples)))
     return pointers
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from configs.learning import ChainConfig
 from configs.names import CODE_STAGE, ROLES, STAGES
 from configs.schema import WarmStartConfig
 from models.logprobs import response_logprobs
@@ -46,21 +47,26 @@ CODE_WEIGHT = 3  # stage-5 examples are repeated: the code is what rewards depen
 
 
 def warm_start_examples(problems: list[Problem], tokenizer: Any, max_context_tokens: int,
-                        ideal: bool = False) -> dict[str, list[tuple[list[int], list[int]]]]:
-    """``role -> [(prompt_ids, target_ids)]`` over every problem and stage (``ideal``: see
-    :func:`chain_targets`)."""
+                        ideal: bool = False, chain: ChainConfig | None = None
+                        ) -> dict[str, list[tuple[list[int], list[int]]]]:
+    """``role -> [(prompt_ids, target_ids)]`` over every problem and every stage of the run's
+    ``chain`` (default the whole chain; the discriminator's only where it tests), with the
+    prompts the chain's steps build (``ideal``: see :func:`chain_targets`)."""
+    chain = chain or ChainConfig()
     eos = tokenizer.eos_token or ""
     out: dict[str, list[tuple[list[int], list[int]]]] = {role: [] for role in ROLES}
     for problem in problems:
         texts, stage_tests = chain_targets(problem, ideal)
-        for stage in STAGES:
-            tests = "\n".join(stage_tests[stage - 1])
-            gen = generator_prompt(tokenizer, problem, stage, texts[:stage - 1],
-                                   max_context_tokens)
-            disc = discriminator_prompt(tokenizer, problem, stage, texts[:stage],
-                                        max_context_tokens)
-            for role, prompt, target in (("generator", gen, texts[stage - 1]),
-                                         ("discriminator", disc, f"```python\n{tests}\n```")):
+        for stage in chain.stages:
+            examples = [("generator", generator_prompt(
+                tokenizer, problem, stage, [texts[s - 1] for s in chain.before(stage)],
+                max_context_tokens, chain.stages), texts[stage - 1])]
+            if stage in chain.test_stages:
+                tests = "\n".join(stage_tests[stage - 1])
+                examples.append(("discriminator", discriminator_prompt(
+                    tokenizer, problem, stage, [texts[s - 1] for s in chain.upto(stage)],
+                    max_context_tokens, chain.stages), f"```python\n{tests}\n```"))
+            for role, prompt, target in examples:
                 ids = tokenizer(target + eos, add_special_tokens=False)["input_ids"]
                 repeat = CODE_WEIGHT if role == "generator" and stage == CODE_STAGE else 1
                 out[role].extend([(prompt.ids, list(ids))] * repeat)
@@ -98,14 +104,17 @@ def supervised_steps(model: Any, params: list[torch.nn.Parameter],
 
 
 def fit_roles(policies: Any, problems: list[Problem], cfg: WarmStartConfig,
-              max_context_tokens: int, seed_for: Any) -> dict[str, float]:
-    """Fit the adapters of ``cfg.roles``; returns steps, first/last loss and seconds per role
-    (``warm_start/*``). ``seed_for(role)`` is the role's seed."""
+              max_context_tokens: int, seed_for: Any,
+              chain: ChainConfig | None = None) -> dict[str, float]:
+    """Fit the adapters of ``cfg.roles`` on the run's ``chain``; returns steps, first/last
+    loss and seconds per role (``warm_start/*``). ``seed_for(role)`` is the role's seed. A
+    role the chain gives nothing to write (the discriminator of a chain without it) is not
+    fitted."""
     stats: dict[str, float] = {}
     examples = warm_start_examples(problems, policies.tokenizer_for("generator"),
-                                   max_context_tokens)
+                                   max_context_tokens, chain=chain)
     for role, role_examples in examples.items():
-        if role not in cfg.roles:
+        if role not in cfg.roles or not role_examples:
             continue
         start = time.perf_counter()
         steps = cfg.steps_for(role)

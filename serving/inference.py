@@ -34,7 +34,7 @@ from configs.names import CODE_STAGE
 from configs.schema import LoraConfig, TrainConfig
 from models.policy import Policies
 from models.stages import get_stage
-from pipeline.solver import REASONING_STAGES, ChainSolver, InferenceResult
+from pipeline.solver import ChainSolver, InferenceResult
 from sandbox.owned import owned_tempdir
 from serving.sources import ModelSource, resolve_source, sibling
 
@@ -152,8 +152,8 @@ def format_result(result: InferenceResult) -> str:
     r = result
     lines = [f"=== {r.problem.id} (sample {r.sample_idx}, {r.mode}) ===",
              _indent(r.problem.description.strip(), "  ")]
-    stages = list(REASONING_STAGES) if r.mode == "chain" else []
-    for stage, text, secs in zip(stages, r.reasoning_chain, r.stage_times, strict=False):
+    for stage, text, secs in zip(r.reasoning_stages, r.reasoning_chain, r.stage_times,
+                                 strict=False):
         lines += [f"--- stage {stage}: {get_stage(stage).name} ({secs:.2f}s)", _indent(text)]
     lines += [f"--- stage {CODE_STAGE}: {get_stage(CODE_STAGE).name} "
               f"({r.stage_times[-1]:.2f}s)",

@@ -22,6 +22,7 @@ from typing import Any
 
 from artifacts.convert import ArtifactError
 from artifacts.store import ManifestCorrupt, RunStore
+from configs.learning import ChainConfig
 from configs.names import ROLES
 from configs.schema import TrainConfig
 from pipeline.catalogue import step_parts, work_items
@@ -41,10 +42,12 @@ from tasks.runtime import RunContext, open_run
 from tasks.step import run_item
 
 
-def first_missing(store: RunStore, planned: PlannedStep, state_steps: list[int]) -> int:
-    """Index in ``work_items()`` of the first item whose outputs are not all there and
-    readable (the update also needs its saved state); ``len(work_items())`` when all are."""
-    items = work_items()
+def first_missing(store: RunStore, planned: PlannedStep, state_steps: list[int],
+                  chain: ChainConfig | None = None) -> int:
+    """Index in ``work_items(chain)`` of the first item whose outputs are not all there and
+    readable (the update also needs its saved state); ``len(work_items(chain))`` when all
+    are."""
+    items = work_items(chain)
     for i, item in enumerate(items):
         for table, part in item.outputs(planned.role):
             try:
@@ -59,11 +62,11 @@ def first_missing(store: RunStore, planned: PlannedStep, state_steps: list[int])
 def finish_step(ctx: RunContext, planned: PlannedStep, last_of_stage: bool) -> dict[str, Any]:
     """Redo the first missing item of an incomplete step and everything after it, then save
     the state, log the step and write the manifest last (as the train flow does)."""
-    step, items = planned.step, work_items()
+    step, items = planned.step, work_items(ctx.cfg.chain)
     if step > 1 and not ctx.store.is_complete(step - 1):
         raise ReplayError(f"{ctx.store.manifest_uri(step - 1)}: missing; step {step} cannot be "
                           f"finished before step {step - 1}")
-    start = first_missing(ctx.store, planned, ctx.resume.steps())
+    start = first_missing(ctx.store, planned, ctx.resume.steps(), ctx.cfg.chain)
     if start < len(items):
         expected = recorded_versions(ctx.store, step)
         load_start_state(ctx, step, list(ROLES), expected, optimizers=True)
@@ -94,7 +97,8 @@ def check_manifests(store: RunStore, rebuild: bool) -> list[ManifestCorrupt]:
     return corrupt
 
 
-def verify_rebuild(store: RunStore, planned: PlannedStep, exc: ManifestCorrupt) -> dict[str, Any]:
+def verify_rebuild(store: RunStore, planned: PlannedStep, exc: ManifestCorrupt,
+                   chain: ChainConfig | None = None) -> dict[str, Any]:
     """Check, without writing anything, that the step's manifest can be rebuilt from its parts:
     every part the corrupt manifest still lists is there with that sha256, every part file of
     the step reads and fits its schema, and every part the step must have is there. Returns
@@ -120,7 +124,7 @@ def verify_rebuild(store: RunStore, planned: PlannedStep, exc: ManifestCorrupt) 
                               f"{old['sha256'][:16]}, {old['bytes']} bytes recorded; "
                               f"{entries[rel]['sha256'][:16]}, {entries[rel]['bytes']} bytes "
                               "found); nothing was written")
-    for table, part in step_parts(planned.role):
+    for table, part in step_parts(planned.role, chain):
         rel = store.part_relpath(table, step, part)
         if rel not in entries:
             raise ReplayError(f"{where}: {store.part_uri(table, step, part)} is missing, so "
@@ -153,7 +157,8 @@ def check_failed(cfg: TrainConfig, run_id: str,
     (returns the plans, nothing written) and every incomplete step is in the schedule."""
     store = RunStore(cfg.artifacts.root, run_id)
     corrupt = check_manifests(store, rebuild_manifest)
-    plans = [verify_rebuild(store, planned_step(cfg, exc.step), exc) for exc in corrupt]
+    plans = [verify_rebuild(store, planned_step(cfg, exc.step), exc, cfg.chain)
+             for exc in corrupt]
     rebuilt = {p["step"] for p in plans}
     for step in store.list_steps():
         if step not in rebuilt and not store.is_complete(step):

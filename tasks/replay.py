@@ -11,9 +11,10 @@ import dataclasses
 from typing import Any
 
 from artifacts.store import RunStore
+from configs.learning import ChainConfig
 from configs.names import ROLES
 from configs.schema import TrainConfig
-from pipeline.catalogue import KINDS, StageItem, inputs_of, items_of, kind_outputs
+from pipeline.catalogue import KINDS, StageItem, WorkItem, inputs_of, items_of, kind_outputs
 from pipeline.compare import compare_tables
 from pipeline.parts import Part
 from pipeline.progress import WorkProgress
@@ -40,15 +41,21 @@ def replay_sequence(stage: str, downstream: bool) -> list[str]:
     return list(KINDS[KINDS.index(stage):]) if downstream else [stage]
 
 
-def inputs_to_copy(sequence: list[str], planned: PlannedStep) -> list[Part]:
+def replayed_items(sequence: list[str], chain: ChainConfig | None = None) -> list[WorkItem]:
+    """The work items of the kinds in ``sequence`` in the run's ``chain``, in step order."""
+    return [i for kind in sequence for i in items_of(kind, chain)]
+
+
+def inputs_to_copy(sequence: list[str], planned: PlannedStep,
+                   chain: ChainConfig | None = None) -> list[Part]:
     """Inputs of the replayed items that no replayed item produces, in first-use order."""
-    return inputs_of([i for kind in sequence for i in items_of(kind)], planned.role,
-                     planned.stage)
+    return inputs_of(replayed_items(sequence, chain), planned.role, planned.stage)
 
 
-def roles_needed(sequence: list[str], planned: PlannedStep) -> list[str]:
+def roles_needed(sequence: list[str], planned: PlannedStep,
+                 chain: ChainConfig | None = None) -> list[str]:
     """Adapters the replay samples or updates with (the state step N started from)."""
-    used = {i.model_role(planned.role) for kind in sequence for i in items_of(kind)}
+    used = {i.model_role(planned.role) for i in replayed_items(sequence, chain)}
     return [r for r in ROLES if r in used]
 
 
@@ -82,12 +89,16 @@ def check_replayable(cfg: TrainConfig, run_id: str, step: int, stage: str,
     """Everything that can be checked without models: step, stage, every input file."""
     planned = planned_step(cfg, step)
     sequence = replay_sequence(stage, downstream)
+    if not replayed_items(sequence, cfg.chain):
+        raise ReplayError(f"stage={stage!r}: run {run_id}'s chain has no such work "
+                          f"(chain.stages={list(cfg.chain.stages)}, chain.discriminator="
+                          f"{str(cfg.chain.discriminator).lower()})")
     store = RunStore(cfg.artifacts.root, run_id)
     step_manifest(store, step)  # a corrupt one: CorruptManifestError, nothing is replayed
-    needed = inputs_to_copy(sequence, planned)
+    needed = inputs_to_copy(sequence, planned, cfg.chain)
     for table, part in needed:
         read_part(store, table, step, part)
-    check_start_state(cfg, run_id, step, roles_needed(sequence, planned))
+    check_start_state(cfg, run_id, step, roles_needed(sequence, planned, cfg.chain))
     return planned, sequence, needed
 
 
@@ -98,7 +109,7 @@ def replay_stage(cfg: TrainConfig, run_id: str, step: int, stage: str,
     planned, sequence, needed = check_replayable(cfg, run_id, step, stage, downstream)
     original = RunStore(cfg.artifacts.root, run_id)
     target = RunStore(cfg.artifacts.root, run_id + REPLAY_SUFFIX)
-    roles = roles_needed(sequence, planned)
+    roles = roles_needed(sequence, planned, cfg.chain)
     ctx = RunContext.open(cfg, run_id, load_models=bool(roles))
     adapters = {}
     if roles:
@@ -110,7 +121,7 @@ def replay_stage(cfg: TrainConfig, run_id: str, step: int, stage: str,
         target.write(table, step, part, read_part(original, table, step, part)
                      .drop_columns(["run_id", "step"]))
     replay_ctx = dataclasses.replace(ctx, store=target)
-    items = [i for s in sequence for i in items_of(s)]
+    items = replayed_items(sequence, cfg.chain)
     try:
         with WorkProgress(f"replay of step {step}", len(items), "parts") as progress:
             for item in items:  # run_stage's loop, one item at a time for the progress
@@ -124,9 +135,9 @@ def replay_stage(cfg: TrainConfig, run_id: str, step: int, stage: str,
     except ReplayError:
         verified = False  # corrupt since the check: every part says so, NOT COMPARED
     parts = [compare_part(original, target, step, t, p)
-             for s in sequence for t, p in kind_outputs(s, planned.role)]
+             for s in sequence for t, p in kind_outputs(s, planned.role, cfg.chain)]
     seeds = {f"{role}-{i.stage}": ctx.seed(step, i.stage, role)
-             for s in sequence for i in items_of(s) if isinstance(i, StageItem)
+             for i in items if isinstance(i, StageItem)
              for role in [i.model_role(planned.role)]}
     matched = None if any(p.matched is None for p in parts) else all(p.matched for p in parts)
     if any(p.matched is False for p in parts):

@@ -54,7 +54,8 @@ def warm_start_key(ctx: RunContext, problems: list | None = None) -> str:
                 for p in (warm_problems(ctx) if problems is None else problems)]
     blob = json.dumps({
         "model": model, "bases": base_digests(cfg), "lora": config_to_dict(cfg)["lora"],
-        "warm_start": config_to_dict(cfg)["warm_start"], "seed": cfg.sampling.seed,
+        "warm_start": config_to_dict(cfg)["warm_start"], "chain": config_to_dict(cfg)["chain"],
+        "seed": cfg.sampling.seed,
         "problems": problems, "code": files_digest([REPO / c for c in CODE], REPO),
         "torch": torch.__version__, "transformers": transformers.__version__,
     }, sort_keys=True, default=str)
@@ -117,7 +118,7 @@ def warm_start(ctx: RunContext) -> dict[str, float]:
     else:
         stats = fit_roles(ctx.policies, problems, ctx.cfg.warm_start,
                           ctx.cfg.model.max_context_tokens,
-                          lambda role: ctx.seed("warm-start", role))
+                          lambda role: ctx.seed("warm-start", role), ctx.cfg.chain)
         _save_cached(ctx, folder, stats)
     if ctx.tracker is not None and ctx.mlflow_run_id:
         ctx.tracker.log_metrics(ctx.mlflow_run_id, stats, step=0)

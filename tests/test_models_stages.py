@@ -73,11 +73,29 @@ def test_direct_messages_are_the_code_stage_without_a_chain():
     assert user.endswith(get_stage(5).generator_prompt_template.format(entry_point="add"))
 
 
+def test_a_shorter_chain_shows_only_its_own_stages():
+    messages = generator_messages(PROBLEM, 5, ["plan", "steps"], chain=(2, 4, 5))
+    user = messages[1]["content"]
+    assert "### Stage 2: structured reasoning\nplan" in user
+    assert "### Stage 4: constraints and invariants\nsteps" in user
+    assert "Stage 1:" not in user and "Stage 3:" not in user
+    # the code stage of a code-only chain is exactly what a model asked for code directly sees
+    assert generator_messages(PROBLEM, 5, [], chain=(5,)) == direct_messages(PROBLEM)
+    tests = discriminator_messages(PROBLEM, 3, ["idea", "pseudo"], stages=(1, 3, 5))
+    assert "### Stage 3: pseudocode\npseudo" in tests[1]["content"]
+    with pytest.raises(ValueError, match=r"needs the outputs of 1 stage output\(s\), of "
+                                         r"stages \[1\], got 2"):
+        generator_messages(PROBLEM, 3, ["a", "b"], chain=(1, 3, 5))
+    with pytest.raises(ValueError, match="not one of the chain's stages"):
+        generator_messages(PROBLEM, 2, ["a"], chain=(1, 3, 5))
+
+
 def test_discriminator_messages_ask_for_asserts_with_the_stage_focus():
     messages = discriminator_messages(PROBLEM, 2, ["informal", "structured"])
     user = messages[1]["content"]
     assert "assert add(" in user and "edge cases" in user and "structured" in user
-    with pytest.raises(ValueError, match="stages 1..2"):
+    with pytest.raises(ValueError, match=r"tests read the generator's 2 stage output\(s\), "
+                                         r"of stages \[1, 2\], got 1"):
         discriminator_messages(PROBLEM, 2, ["informal"])
     assert "VERDICT" in critique_messages(PROBLEM, "def add(a, b): return 0")[1]["content"]
 

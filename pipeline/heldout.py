@@ -178,6 +178,12 @@ def heldout_metrics(sampler: Any, cfg: Any, problems: Sequence[Any],
             if f"{EVAL_REPORT}/s{k}/valid" in metrics}
     out["stage_new_tests"] = new_share(report_from_metrics(metrics, EVAL_REPORT))
     out["late_catch"] = late_catch(out)
+    for k in STAGES:  # a stage the discriminator does not test has no figure, not a zero
+        if k not in cfg.chain.test_stages:
+            out.pop(f"caught_s{k}", None)
+            out.pop(f"new_s{k}", None)
+    if not cfg.chain.discriminator:
+        out.pop("wrong_caught", None)
     return rows, {k: float(v) for k, v in out.items() if v is not None}
 
 

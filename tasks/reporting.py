@@ -243,6 +243,8 @@ def finish_run(ctx: RunContext) -> dict:
         print("\n" + heldout_table(ctx.store.read_json(HELDOUT_RECORD) or [],
                                    cfg.evaluation.source))
     report = run_stage_report(ctx, ctx.store.complete_steps())
+    if report is not None:  # the stages the discriminator tested (none: no table)
+        report = [row for row in report if row["stage"] in cfg.chain.test_stages] or None
     if report is not None:
         print(format_report(report, "\nwhat each chain stage's tests did (mean over the run's "
                                     "steps; valid: new valid tests, repeated: copies of an "

@@ -50,6 +50,10 @@ class Command:
 
 TINY_RUN = (".venv/bin/python -m flows.train --config configs/tiny.yaml "
             "--set ppo.learning_rate=1e-4 --set schedule.stages=[1,2]")
+CODE_ONLY_RUN = (".venv/bin/python -m flows.train --config configs/tiny.yaml --set "
+                 "chain.stages=[5] --set chain.discriminator=false --set schedule.stages=[5] "
+                 "--set schedule.n_discriminator_steps=0 --set schedule.k_alternating=0 "
+                 "--set \"rewards.generator={baseline_pass_rate: 1.0}\"")
 QWEN_RUN = ("make vllm VLLM_REQ=requirements-vllm-cuda.txt",
             ".venv/bin/python -m flows.train --config configs/qwen2.5-coder-1.5b.yaml "
             "--set model.generator=/models/Qwen2.5-Coder-1.5B-Instruct")
@@ -103,6 +107,11 @@ COMMANDS: dict[str, Command] = {
             "humaneval --k 1 --k 10 --samples 10 --limit 2",
         shrink="--limit 2: two HumanEval problems instead of 164"),
     PYFUNC: Command(run=PYFUNC),
+    CODE_ONLY_RUN: Command(
+        run=CODE_ONLY_RUN + " --set warm_start.steps=20 --set evaluation.limit=2",
+        shrink="a warm start of 20 steps instead of 400 and held-out evaluation on 2 problems "
+               "instead of 12: the command's point is that a code-only chain runs, its "
+               "figures are tests/test_chain_config.py's"),
     "MLFLOW_DISABLE_TELEMETRY=true MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false .venv/bin/mlflow ui "
     "--backend-store-uri sqlite:///mlflow.db --host 127.0.0.1 --port 5000 --workers 1": Command(
         run="MLFLOW_DISABLE_TELEMETRY=true MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false exec "

@@ -1,7 +1,7 @@
 """Does training help a real model on problems it never saw? Four arms on SmolLM2-135M.
 
     make smollm2-model trl vllm     # once: the model, TRL's and vLLM's environments
-    .venv/bin/python benchmarks/real_learning.py [--seeds 0 1] [--quick] [--candidates 64]
+    .venv/bin/python benchmarks/real_learning.py [--seeds 0 1] [--quick] [--candidates 128]
         [--train 8] [--heldout 8] [--humaneval 4] [--steps 3] [--keep DIR]
 
 **Problems.** Candidates (``--candidates``, drawn with the screen's seed from the seed-format
@@ -27,7 +27,8 @@ LoRA (the config's r and alpha), learning rate and sampling seed:
    1 discriminator step then ``--steps`` generator steps on the code stage;
 2. ``direct``: code only (``chain.stages=[5]``, ``chain.discriminator=false``: no reasoning
    stages, no discriminator, the problems' own tests; paid ``baseline_pass_rate``, the pass
-   fraction TRL gets too), ``--steps`` generator steps;
+   fraction TRL gets too), ``--steps`` generator steps from the base model (no warm start:
+   the warm start teaches the chain's format, and TRL starts from the base too);
 3. ``control``: arm 1 with learning rate 0 for both roles: it samples exactly the same and
    never updates, so its gain shows what evaluation alone moves;
 4. ``trl``: TRL's ``GRPOTrainer`` (``benchmarks/peers/trl_grpo.py`` in ``.venv-trl``, a peer,
@@ -56,10 +57,10 @@ step of 2 problems x 4 samples ~100 s on vLLM, its 71 s start per process; TRL 3
 step of 8 completions of up to 128 tokens (docs/training.md), so up to ~600 s at 256; a
 code-only step a fraction of a chain step):
 
-* ``--candidates 64``, ``--screen-samples 4``: 256 direct samples, cached; measured: 16 x 2
-  took 257 s (the engine's start ~100 s, 29 tokens/s after), so ~17 minutes uncached, which
-  the first call pays on top of the arms. 4 samples make a pass rate of 0.25-0.75 in the band;
-  the base solved none of its first 16 candidates, so the band may hold few problems;
+* ``--candidates 128``, ``--screen-samples 4``: 512 direct samples, cached, paid by the first
+  call only. The base model solves few problems when sampling (most candidates pass 0 of 4),
+  and the band must still hold the training and held-out problems; 4 samples put a pass rate
+  of 0.25-0.75 in the band;
 * ``--band 0.1 0.9``: the issue's learnable band;
 * ``--train 8``: 3 steps x 2 problems see most training problems once;
 * ``--heldout 8`` + ``--humaneval 4`` x ``--eval-samples 2``: N = 24 per evaluation (SE of a
@@ -293,9 +294,27 @@ def arm_sets(arm: str, args: argparse.Namespace) -> list[str]:
         return chain
     if arm == "control":
         return chain + ["ppo.learning_rate=0", "ppo.discriminator_learning_rate=0"]
+    # Code only starts where TRL starts, from the base model: the warm start teaches the
+    # chain's format, which a direct prompt does not ask for; so this arm and the peer differ
+    # only in the trainer.
     return [f"schedule.n_generator_steps={args.steps}", "chain.stages=[5]",
             "chain.discriminator=false", "schedule.n_discriminator_steps=0",
-            "schedule.k_alternating=0", "rewards.generator={baseline_pass_rate: 1.0}"]
+            "schedule.k_alternating=0", "rewards.generator={baseline_pass_rate: 1.0}",
+            "warm_start.enabled=false"]
+
+
+def training_seconds(db: Path, experiment: str) -> float:
+    """The seconds a ``flows.train`` run's steps took, their held-out evaluations and the
+    engine's start left out (its ``time/*`` metrics in MLflow): what its samples cost."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    (run,) = client.search_runs([client.get_experiment_by_name(experiment).experiment_id])
+    total = 0.0
+    for key, sign in (("time/step_s", 1), ("time/heldout_s", -1),
+                      ("time/engine_start_s", -1)):
+        total += sign * sum(m.value for m in client.get_metric_history(run.info.run_id, key))
+    return total
 
 
 def flow_arm(work: Path, arm: str, seed: int, files: dict, args: argparse.Namespace,
@@ -321,9 +340,11 @@ def flow_arm(work: Path, arm: str, seed: int, files: dict, args: argparse.Namesp
     first, last = entries[0]["metrics"], entries[-1]["metrics"]
     figures = run_figures(work / "runs", run_id)
     other = wall - figures["generate_s"] - figures["update_s"]
+    steps_s = training_seconds(work / (run_id + ".db"), f"real-learning-{run_id}")
     return {"before": first.get("pass_at_1"), "after": last.get("pass_at_1"),
             "n": int(last.get("samples", 0)), "valid": last.get("test_validity"),
             "tokens_s": figures["tokens"] / max(figures["generate_s"], 1e-9),
+            "s_per_ktok": 1000 * steps_s / max(figures["tokens"], 1),
             "phases": {"generate": figures["generate_s"], "update": figures["update_s"],
                        "eval+start+other": other},
             "stages": figures["stages"], "rss_gib": rss, "wall_s": wall}
@@ -371,6 +392,7 @@ def trl_arm(work: Path, seed: int, files: dict, args: argparse.Namespace) -> dic
     return {"before": p0, "after": p1, "n": n, "valid": None,
             "tokens_s": (before["tokens"] + after["tokens"])
             / max(before["generate_s"] + after["generate_s"], 1e-9),
+            "s_per_ktok": 1000 * summary["seconds"] / max(summary.get("completion_tokens", 0), 1),
             "phases": {"eval_before": before_s, "train": train_s, "eval_after": after_s},
             "stages": {}, "rss_gib": max(rss0, rss1, rss2),
             "wall_s": before_s + train_s + after_s, "trl": summary}
@@ -408,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0],
                         help="sampling seeds; every arm of a seed shares it")
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS)
-    parser.add_argument("--candidates", type=int, default=64, help="problems screened")
+    parser.add_argument("--candidates", type=int, default=128, help="problems screened")
     parser.add_argument("--screen-samples", type=int, default=4)
     parser.add_argument("--screen-seed", type=int, default=0)
     parser.add_argument("--band", type=float, nargs=2, default=[0.1, 0.9], metavar=("LO", "HI"))

@@ -178,9 +178,12 @@ def share(flags: Sequence[bool]) -> float | None:
 
 def table(rows: list[dict[str, Any]]) -> str:
     """One block per arm and seed: held-out pass@1 before / after with their SE, the gain over
-    the control, tokens/s, seconds per phase, peak RSS, wall time, then per-stage shares."""
+    the control, tokens/s (of its held-out sampling for TRL, of its training rollouts for the
+    others), seconds of training per 1000 sampled tokens (s/ktok: a step's cost per sampled
+    token, evaluation left out), seconds per phase, peak RSS, wall time, then per-stage
+    shares."""
     out = [f"{'arm':<8} {'seed':>4}  {'before':>13}  {'after':>13}  {'gain-ctrl':>15}  "
-           f"{'tok/s':>6}  {'RSS GiB':>7}  {'wall s':>6}  phases (s)"]
+           f"{'tok/s':>6}  {'s/ktok':>6}  {'RSS GiB':>7}  {'wall s':>6}  phases (s)"]
     for r in rows:
         n = r.get("n") or 0
 
@@ -191,7 +194,8 @@ def table(rows: list[dict[str, Any]]) -> str:
         out.append(
             f"{r['arm']:<8} {r['seed']:>4}  {cell(r.get('before'))}  {cell(r.get('after'))}  "
             + (f"{'-':>15}" if over is None else f"{over:+.3f}+-{r['se']:.3f}".rjust(15))
-            + f"  {fmt(r.get('tokens_s'), 1):>6}  {fmt(r.get('rss_gib'), 2):>7}  "
+            + f"  {fmt(r.get('tokens_s'), 1):>6}  {fmt(r.get('s_per_ktok'), 1):>6}"
+            f"  {fmt(r.get('rss_gib'), 2):>7}  "
             f"{r.get('wall_s', 0):>6.0f}  "
             + ", ".join(f"{k} {v:.0f}" for k, v in r.get("phases", {}).items()))
         if r.get("error"):

@@ -54,14 +54,16 @@ class SandboxClient:
         self.proc.wait(timeout=30)
 
 
-def pass_fraction_reward(client: SandboxClient, log: list[dict]):
+def pass_fraction_reward(client: SandboxClient, log: list[dict], tokenizer):
     """The reward function GRPOTrainer calls: each completion's pass fraction on its problem's
-    tests (0 for code that does not parse or define the entry point)."""
+    tests (0 for code that does not parse or define the entry point). It logs each batch's
+    mean reward, parsed share and sampled tokens (``tokenizer`` counts them)."""
     def reward(prompts, completions, entry_point, preamble, tests, **_):
+        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+        tokens = sum(len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts)
         jobs, where = [], []
-        for i, (completion, ep, pre, ts) in enumerate(zip(completions, entry_point, preamble,
-                                                          tests, strict=True)):
-            text = completion[-1]["content"] if isinstance(completion, list) else completion
+        for i, (text, ep, pre, ts) in enumerate(zip(texts, entry_point, preamble, tests,
+                                                    strict=True)):
             parsed = parse_code(text, ep)
             if parsed.ok:
                 jobs.append((f"{pre}\n{parsed.code}" if pre else parsed.code, list(ts)))
@@ -70,7 +72,7 @@ def pass_fraction_reward(client: SandboxClient, log: list[dict]):
         for i, result in zip(where, client.judge(jobs) if jobs else [], strict=True):
             scores[i] = result["passed"] / result["total"] if result["total"] else 0.0
         log.append({"time": time.time(), "mean": sum(scores) / len(scores),
-                    "parsed": len(jobs) / len(completions)})
+                    "parsed": len(jobs) / len(completions), "tokens": tokens})
         return scores
 
     reward.__name__ = "pass_fraction"
@@ -122,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     log: list[dict] = []
     start = time.perf_counter()
     try:
-        trainer = GRPOTrainer(model=model, reward_funcs=pass_fraction_reward(client, log),
+        trainer = GRPOTrainer(model=model,
+                              reward_funcs=pass_fraction_reward(client, log, tokenizer),
                               args=config, train_dataset=dataset, processing_class=tokenizer,
                               peft_config=lora)
         trainer.train()
@@ -135,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                       "seconds_per_step": round(seconds / max(args.steps, 1), 1),
                       "rewards": [round(e["mean"], 3) for e in log],
                       "parsed": [round(e["parsed"], 3) for e in log],
+                      "completion_tokens": sum(e["tokens"] for e in log),
                       "peak_rss_gib": round(peak_gib, 2), "out": args.out}))
     return 0
 

@@ -2,7 +2,7 @@
 
     make smollm2-model trl vllm     # once: the model, TRL's and vLLM's environments
     .venv/bin/python benchmarks/real_learning.py [--seeds 0 1] [--quick] [--candidates 128]
-        [--train 8] [--heldout 8] [--humaneval 4] [--steps 3] [--keep DIR]
+        [--train 8] [--heldout 8] [--humaneval 4] [--steps 8] [--keep DIR]
 
 **Problems.** Candidates (``--candidates``, drawn with the screen's seed from the seed-format
 files in ``../shared/data/``: ``function_problems.json``, ``example_problems.json`` and the
@@ -35,8 +35,9 @@ LoRA (the config's r and alpha), learning rate and sampling seed:
    never a dependency), ``--steps`` steps of ``problems_per_step`` prompts x the same samples,
    its reward the pass fraction from this project's sandbox; it starts from the base model
    (TRL does not warm-start), and its held-out pass@1 before (the base) and after (its adapter,
-   ``serving.inference.InferenceEngine`` loads the peft folder) is measured here with the
-   project's own sampler, sandbox and direct prompt, with the held-out evaluation's seed.
+   ``serving.inference.InferenceEngine`` loads the peft folder) is measured here exactly as
+   arm 2's held-out evaluation is (a code-only chain: the same sampler, prompts, seeds and
+   sandbox), so the two arms' "before" are the same draws.
 
 Arms 1-3 are ``python -m flows.train`` runs (``--set`` overrides, as ``benchmarks/learning.py``
 runs its arms), one after another on one temporary Prefect server; their held-out pass@1
@@ -52,26 +53,21 @@ seeds, so this overstates it). The control samples the same draws before and aft
 its own. Over several seeds the gains are averaged and the SE is ``sqrt(sum SE_i^2) / S``.
 Goal: every trained arm's gain over the control >= 2 SE; each is printed met or missed.
 
-**Defaults, and why** (one call within 90 minutes on 2 CPU cores; measured costs: a full-chain
-step of 2 problems x 4 samples ~100 s on vLLM, its 71 s start per process; TRL 329 s for one
-step of 8 completions of up to 128 tokens (docs/training.md), so up to ~600 s at 256; a
-code-only step a fraction of a chain step):
+**Defaults, and why** (one call within 90 minutes on 2 CPU cores, the first one paying the
+screen and the warm start once; docs/training.md has the measured costs of each phase):
 
-* ``--candidates 128``, ``--screen-samples 4``: 512 direct samples, cached, paid by the first
-  call only. The base model solves few problems when sampling (most candidates pass 0 of 4),
-  and the band must still hold the training and held-out problems; 4 samples put a pass rate
-  of 0.25-0.75 in the band;
+* ``--candidates 128``, ``--screen-samples 4``: 512 direct samples, cached. The base model
+  solves few problems when sampling (most candidates pass 0 of 4), and the band must still
+  hold the training and held-out problems; 4 samples put a pass rate of 0.25-0.75 in it;
 * ``--band 0.1 0.9``: the issue's learnable band;
-* ``--train 8``: 3 steps x 2 problems see most training problems once;
-* ``--heldout 8`` + ``--humaneval 4`` x ``--eval-samples 2``: N = 24 per evaluation (SE of a
-  gain ~0.13 at p = 0.5). Arm 1's and the control's evaluations write the full chain and
-  the discriminator's tests for every sample (~300 s each), the largest cost after the steps;
-* ``--steps 3`` (+ 1 discriminator step in arms 1 and 3), ``problems_per_step`` 2 and 4 samples
-  (the config's): ~18 minutes each for arms 1 and 3, ~5 for arm 2, up to ~30 for arm 4 (3
-  TRL steps of 8 completions and two evaluations), ~75 minutes with the screen; TRL's step
-  is the least certain cost, and a fourth step would not fit;
-* token budgets, learning rate 1e-4, LoRA r 8 / alpha 16: the config's (stage 5: 256 tokens,
-  TRL's ``--max-completion`` the same).
+* ``--train 8``, ``--heldout 8``: half the band each, up to 8 (a smaller band shrinks both in
+  proportion), plus ``--humaneval 4`` fixed held-out problems, x ``--eval-samples 2``;
+* ``--steps 8`` (+ 1 discriminator step in arms 1 and 3), ``problems_per_step`` 2 and 4
+  samples (the config's): held-out evaluation, engine starts and the warm start are most of
+  an arm's time, so the steps are as many as the call's budget leaves; every arm takes the
+  same number, so they sample the same number of training completions;
+* token budgets, learning rate 1e-4, LoRA r 8 / alpha 16 on every projection: the config's
+  (stage 5: 256 tokens, TRL's ``--max-completion`` the same).
 
 ``--quick``: 1 step per arm, 2 training and 2 + 1 held-out problems x 1 sample, 16 candidates x
 2 samples, the band widened to [0, 1] (a smoke run of the wiring, no figure to read).
@@ -172,7 +168,11 @@ def direct_eval(spec: dict) -> dict:
     """``--direct-eval``: sample ``spec["samples"]`` direct solutions a problem from the base
     model with ``spec["adapter"]`` (None: fresh adapters, i.e. the base), on the config's
     sampler (vLLM or transformers), judged by the sandbox on each problem's own tests. Returns
-    per problem ``[samples, passed]``, the tokens generated and the seconds."""
+    per problem ``[samples, passed]``, the tokens generated and the seconds.
+
+    ``spec["mode"]``: ``"direct"`` (the screen) or ``"code-only"``: the held-out evaluation of
+    a code-only run (``chain.stages=[5]``, no discriminator), its prompts and seeds, so TRL's
+    adapter is judged on exactly the draws arm 2's held-out evaluation makes."""
     from flows import skip_bitsandbytes
 
     skip_bitsandbytes()
@@ -183,7 +183,9 @@ def direct_eval(spec: dict) -> dict:
     from problems.loaders import load_problems
     from serving.inference import InferenceEngine
 
-    cfg = evaluation_config(load_config(str(CONFIG), spec["overrides"]))
+    code_only = ["chain.stages=[5]", "chain.discriminator=false"]
+    cfg = evaluation_config(load_config(str(CONFIG), spec["overrides"] + (
+        code_only if spec["mode"] == "code-only" else [])))
     problems = [hidden_problem(p) for p in load_problems(spec["problems"])]
     engine = InferenceEngine.load(spec["adapter"], cfg, discriminator=None)
     sampler, started = engine.policies, time.perf_counter()
@@ -195,7 +197,8 @@ def direct_eval(spec: dict) -> dict:
     try:
         solver = ChainSolver(sampler, engine.cfg)
         t0 = time.perf_counter()
-        results = solver.generate(problems, spec["samples"], mode="direct", seed=spec["seed"])
+        results = solver.generate(problems, spec["samples"], seed=spec["seed"],
+                                  mode="chain" if spec["mode"] == "code-only" else "direct")
         generate_s = time.perf_counter() - t0
         solver.execute(results)
     finally:
@@ -224,11 +227,12 @@ def run_logged(cmd: list[str], log: Path, env: dict | None = None) -> tuple[int,
 
 
 def evaluate_direct(work: Path, name: str, adapter: str | None, problems: Path, samples: int,
-                    seed: int, overrides: list[str]) -> tuple[dict, float, float]:
+                    seed: int, overrides: list[str], mode: str = "code-only"
+                    ) -> tuple[dict, float, float]:
     """``direct_eval`` in the project's environment, in a process of its own."""
     spec = work / f"{name}.spec.json"
     spec.write_text(json.dumps({"adapter": adapter, "problems": str(problems), "samples":
-                                samples, "seed": seed, "overrides": overrides,
+                                samples, "seed": seed, "overrides": overrides, "mode": mode,
                                 "out": str(work / f"{name}.json")}))
     code, seconds, rss = run_logged([sys.executable, __file__, "--direct-eval", str(spec)],
                                     work / f"{name}.log")
@@ -268,7 +272,8 @@ def screen(work: Path, problems: list, args: argparse.Namespace) -> dict[str, fl
         return json.loads(path.read_text())["rates"]
     say(f"screen: {len(problems)} candidates x {args.screen_samples} samples on the base model")
     out, seconds, _ = evaluate_direct(work, "screen", None, write_problems(
-        work / "candidates.json", problems), args.screen_samples, args.screen_seed, args.set)
+        work / "candidates.json", problems), args.screen_samples, args.screen_seed, args.set,
+        mode="direct")
     rates = {pid: c[1] / c[0] for pid, c in out["counts"].items()}
     CACHE.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -403,7 +408,7 @@ def sizes(args: argparse.Namespace) -> None:
     if args.quick:  # a smoke run of the wiring: every arm starts, steps once and reports
         args.candidates, args.screen_samples, args.train, args.heldout = 16, 2, 2, 2
         args.humaneval, args.eval_samples, args.steps = 1, 1, 1
-        args.band = [0.0, 1.0]  # every candidate: the base solved none of 16 (2 samples each)
+        args.band = [0.0, 1.0]  # every candidate: so few may fall in the band that none does
 
 
 def problem_files(work: Path, args: argparse.Namespace) -> dict:
@@ -438,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heldout", type=int, default=8, help="held-out problems (band)")
     parser.add_argument("--humaneval", type=int, default=4, help="fixed HumanEval held-out")
     parser.add_argument("--eval-samples", type=int, default=2, help="samples per held-out one")
-    parser.add_argument("--steps", type=int, default=3, help="generator steps per arm")
+    parser.add_argument("--steps", type=int, default=8, help="generator steps per arm")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a config override for every arm (as flows.train's --set)")

@@ -194,14 +194,13 @@ class Rewards(WorkItem):
 
     kind: ClassVar[str] = "rewards"
     task: ClassVar[str] = "rewards"
+    chain: ChainConfig = ChainConfig()
 
     def run_name(self, planned: PlannedStep) -> str:
         return f"rewards-step{planned.step}-stage{planned.stage}"
 
     def outputs(self, role: str) -> list[Part]:
         return [rewards_part()]
-
-    chain: ChainConfig = ChainConfig()
 
     def inputs(self, role: str, trained_stage: int) -> list[Part]:
         return [*suite_parts(self.chain.test_stages), executions_part()]

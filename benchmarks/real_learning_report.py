@@ -125,14 +125,14 @@ def run_figures(root: Path, run_id: str) -> dict[str, Any]:
     store = RunStore(str(root), run_id)
     steps = store.complete_steps()
     chains, tests, refs, seconds_update = [], [], [], 0.0
-    for step in steps:
+    for step in steps:  # a sample is (step, problem, index): every step reuses the indices
         chains += store.read_table("chains", step=step, columns=[
             "stage", "role", "finish_reason", "output_tokens", "latency_s"]).to_pylist()
-        tests += store.read_table("tests", step=step, columns=[
+        tests += [{**t, "step": step} for t in store.read_table("tests", step=step, columns=[
             "stage", "problem_id", "sample_idx", "test_id", "origin", "parse_status",
-            "is_duplicate"]).to_pylist()
-        refs += store.read_table("executions", step=step, columns=[
-            "problem_id", "sample_idx", "test_id", "target_kind", "status"]).to_pylist()
+            "is_duplicate"]).to_pylist()]
+        refs += [{**r, "step": step} for r in store.read_table("executions", step=step, columns=[
+            "problem_id", "sample_idx", "test_id", "target_kind", "status"]).to_pylist()]
         seconds_update += sum(r["duration_s"] or 0.0 for r in store.read_table(
             "updates", step=step, columns=["duration_s"]).to_pylist())
     return {"steps": len(steps), "stages": stage_shares(chains, tests, refs),
@@ -146,14 +146,20 @@ def stage_shares(chains: list[dict], tests: list[dict], refs: list[dict]
 
     >>> chains = [{"stage": 5, "role": "generator", "finish_reason": "eos"},
     ...           {"stage": 5, "role": "discriminator", "finish_reason": "length"}]
-    >>> tests = [{"stage": 5, "problem_id": "p", "sample_idx": 0, "test_id": "t",
+    >>> tests = [{"step": 1, "stage": 5, "problem_id": "p", "sample_idx": 0, "test_id": "t",
     ...           "origin": "discriminator", "parse_status": "ok", "is_duplicate": False}]
-    >>> refs = [{"problem_id": "p", "sample_idx": 0, "test_id": "t",
+    >>> refs = [{"step": 1, "problem_id": "p", "sample_idx": 0, "test_id": "t",
     ...          "target_kind": "reference", "status": "passed"}]
     >>> stage_shares(chains, tests, refs)[5]
     {'gen_ended': 1.0, 'tests_ended': 0.0, 'tests_parsed': 1.0, 'tests_valid': 1.0}
+
+    The same sample index of the same problem in two steps is two samples:
+
+    >>> two = chains * 2, tests + [{**tests[0], "step": 2}], refs
+    >>> stage_shares(*two)[5]["tests_parsed"], stage_shares(*two)[5]["tests_valid"]
+    (1.0, 0.5)
     """
-    passed = {(r["problem_id"], r["sample_idx"], r["test_id"]) for r in refs
+    passed = {(r["step"], r["problem_id"], r["sample_idx"], r["test_id"]) for r in refs
               if r["target_kind"] == "reference" and r["status"] == "passed"}
     out = {}
     for stage in sorted({r["stage"] for r in chains}):
@@ -162,13 +168,13 @@ def stage_shares(chains: list[dict], tests: list[dict], refs: list[dict]
                  for role in ("generator", "discriminator")}
         kept = [t for t in tests if t["stage"] == stage and t["origin"] == "discriminator"
                 and t["parse_status"] == "ok" and not t["is_duplicate"]]
-        with_tests = {(t["problem_id"], t["sample_idx"]) for t in kept}
+        with_tests = {(t["step"], t["problem_id"], t["sample_idx"]) for t in kept}
         outputs = len(ended["discriminator"])
         out[stage] = {
             "gen_ended": share(ended["generator"]), "tests_ended": share(ended["discriminator"]),
             "tests_parsed": len(with_tests) / outputs if outputs else None,
-            "tests_valid": share([(t["problem_id"], t["sample_idx"], t["test_id"]) in passed
-                                  for t in kept])}
+            "tests_valid": share([(t["step"], t["problem_id"], t["sample_idx"], t["test_id"])
+                                  in passed for t in kept])}
     return out
 
 

@@ -66,10 +66,10 @@ def test_stage_shares_count_only_kept_discriminator_tests():
     chains = [{"stage": 1, "role": r, "finish_reason": f}
               for r, f in (("generator", "eos"), ("generator", "length"),
                            ("discriminator", "stop"))]
-    tests = [{"stage": 1, "problem_id": "p", "sample_idx": 0, "test_id": t,
+    tests = [{"step": 1, "stage": 1, "problem_id": "p", "sample_idx": 0, "test_id": t,
               "origin": "discriminator", "parse_status": st, "is_duplicate": d}
              for t, st, d in (("a", "ok", False), ("b", "dropped", False), ("c", "ok", True))]
-    refs = [{"problem_id": "p", "sample_idx": 0, "test_id": "a", "target_kind": "reference",
-             "status": "failed"}]
+    refs = [{"step": 1, "problem_id": "p", "sample_idx": 0, "test_id": "a",
+             "target_kind": "reference", "status": "failed"}]
     assert stage_shares(chains, tests, refs)[1] == {
         "gen_ended": 0.5, "tests_ended": 1.0, "tests_parsed": 1.0, "tests_valid": 0.0}

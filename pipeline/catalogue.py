@@ -126,7 +126,7 @@ class Rollout(StageItem):
         return [chain_part("generator", t) for t in self.chain.before(self.stage)]
 
     def run(self, ctx: StepContext, planned: PlannedStep) -> list[Pointer]:
-        return _work().rollout(ctx, planned.step, self.stage, self.chain.stages)
+        return _work().rollout(ctx, planned.step, self.stage, self.chain)
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,7 @@ class Tests(StageItem):
             [suite_part(t) for t in self.chain.before(self.stage)]
 
     def run(self, ctx: StepContext, planned: PlannedStep) -> list[Pointer]:
-        return _work().generate_tests(ctx, planned.step, self.stage, self.chain.stages)
+        return _work().generate_tests(ctx, planned.step, self.stage, self.chain)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from artifacts.store import Pointer, RunStore
-from configs.names import CODE_STAGE, STAGES
+from configs.learning import ChainConfig
+from configs.names import CODE_STAGE
 from configs.schema import TrainConfig
 from pipeline.chains import (
     SampleKey,
@@ -98,12 +99,12 @@ def _sample(ctx: StepContext, step: int, stage: int, role: str,
 
 
 def rollout(ctx: StepContext, step: int, stage: int,
-            chain: Sequence[int] = STAGES) -> list[Pointer]:
+            chain: ChainConfig = ChainConfig()) -> list[Pointer]:
     """Generator output for ``stage`` over the step's problems x samples, given its stages of
     the ``chain`` before ``stage``."""
-    earlier = [s for s in chain if s < stage]
+    earlier = chain.before(stage)
     previous = chain_texts(ctx.store, step, earlier) if earlier else {}
-    rows, _ = _sample(ctx, step, stage, "generator", previous, chain)
+    rows, _ = _sample(ctx, step, stage, "generator", previous, chain.stages)
     return [write_rows(ctx.store, step, chain_part("generator", stage), rows)]
 
 
@@ -113,14 +114,13 @@ def baseline(ctx: StepContext, step: int) -> list[Pointer]:
 
 
 def generate_tests(ctx: StepContext, step: int, stage: int,
-                   chain: Sequence[int] = STAGES) -> list[Pointer]:
+                   chain: ChainConfig = ChainConfig()) -> list[Pointer]:
     """Discriminator tests for ``stage`` given the ``chain``'s stages up to it; accumulated
     per sample."""
-    shown = [s for s in chain if s <= stage]
     rows, texts = _sample(ctx, step, stage, "discriminator",
-                          chain_texts(ctx.store, step, shown), chain)
+                          chain_texts(ctx.store, step, chain.upto(stage)), chain.stages)
     pointers = [write_rows(ctx.store, step, chain_part("discriminator", stage), rows)]
-    earlier = [r for s in shown if s < stage for r in read_rows(ctx.store, step, suite_part(s))]
+    earlier = [r for s in chain.before(stage) for r in read_rows(ctx.store, step, suite_part(s))]
     tests = parsed_test_rows(ctx.samples(step), texts, stage, known_tests(earlier))
     pointers.append(write_rows(ctx.store, step, suite_part(stage), tests))
     return pointers

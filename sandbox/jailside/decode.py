@@ -17,7 +17,7 @@ import struct
 
 from .hints import DECODERS as HINT_DECODERS
 from .shapes import MAX_DEPTH, MAX_HANDLES, PATH_TYPES, rebuild_set
-from .stdnames import behaves, resolve_external
+from .stdnames import behaves, claimable, resolve_external
 
 
 class Decoder:
@@ -246,6 +246,12 @@ def _dec_handle(s: Decoder, v, d):
     if type(v) is not list or len(v) != 3 or type(v[0]) is not int or type(v[1]) is not str:
         raise ValueError("malformed handle")
     codec = s.codec
+    meta = v[2]
+    if not codec.trusts_peer and type(meta) is dict and meta.get("r") is not None \
+            and not claimable(meta["r"]):
+        # The standard-library class a candidate's class says it stands for is a name the
+        # candidate controls: believed only for the few that grant nothing (``claimable``).
+        meta = {**meta, "r": None}
     proxy = codec.proxies.get(v[0])
     if proxy is None and len(codec.proxies) >= MAX_HANDLES:
         raise ValueError("too many handles")
@@ -255,9 +261,9 @@ def _dec_handle(s: Decoder, v, d):
     s.structural = s.hinting = False
     try:
         if proxy is None:
-            proxy = codec.proxies[v[0]] = codec.make_proxy(v[0], v[1], v[2], s, d)
-        elif v[2] is not None and codec.revisit is not None:
-            codec.revisit(proxy, v[1], v[2], s, d)
+            proxy = codec.proxies[v[0]] = codec.make_proxy(v[0], v[1], meta, s, d)
+        elif meta is not None and codec.revisit is not None:
+            codec.revisit(proxy, v[1], meta, s, d)
     finally:
         s.structural, s.hinting = outer
     return proxy

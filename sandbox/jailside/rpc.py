@@ -110,7 +110,12 @@ class Endpoint(Operations):
                     if frame[0] == "q":
                         self._serve(frame)
                         continue
-                    return self._response(frame, sent)
+                    try:
+                        return self._response(frame, sent)
+                    except StopIteration as exc:
+                        if self.strict and not _ends_iteration(op, parts):
+                            raise _pep479(exc) from exc
+                        raise
             finally:
                 self.depth -= 1
 
@@ -248,3 +253,23 @@ class Endpoint(Operations):
 
     def _warnings(self, caught) -> list:
         return collect_warnings(self.codec, describe, caught)
+
+
+# What may end an iteration: ``next()`` on a candidate's iterator, or the generator methods that
+# signal the end so. Everywhere else a ``StopIteration`` out of the candidate's code would end
+# the test's own ``map()``/``zip()``/generator early and silently, as PEP 479 forbids inside
+# generators: such a call raises ``RuntimeError`` instead.
+_ITERATION_METHODS = frozenset({"__next__", "send", "throw"})
+
+
+def _ends_iteration(op: str, parts: tuple) -> bool:
+    if op == "op":
+        return bool(parts) and parts[0] == "__next__"
+    if op == "callm":
+        return len(parts) > 1 and parts[1] in _ITERATION_METHODS
+    return False
+
+
+def _pep479(exc: StopIteration) -> RuntimeError:
+    return RuntimeError(f"a call into the candidate raised {type(exc).__name__} "
+                        "(PEP 479: it does not end the test's iteration)")

@@ -10,8 +10,12 @@ Stdlib-only: the jail runs it.
 
 from __future__ import annotations
 
+import enum
 import importlib
+import io
+import itertools
 import sys
+import types
 import typing
 
 _STDLIB = frozenset(sys.stdlib_module_names) | {"builtins"}
@@ -100,3 +104,31 @@ def resolve_external(module: str, qualname: str) -> object:
         raise
     except Exception as exc:  # ImportError, AttributeError
         raise ValueError(f"cannot resolve {module}.{qualname}: {type(exc).__name__}") from None
+
+
+def _claimable() -> frozenset:
+    """The standard-library classes a proxy of the candidate's may answer ``isinstance`` for:
+    iterators, generators, streams and the ``Enum`` bases. Nothing here is a number, a
+    container, a date or any type whose ``isinstance`` makes the standard library or pytest
+    treat the object as a value (``pytest.approx`` does arithmetic on a ``Decimal``,
+    ``Fraction`` or any ``numbers.Number``): a proxy claiming one of those would be believed
+    by name alone."""
+    found = {types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType, map, filter,
+             zip, enumerate, reversed, enum.Enum, enum.Flag, io.StringIO, io.BytesIO,
+             io.TextIOWrapper, io.BufferedReader, io.BufferedWriter}
+    found.update(v for v in vars(itertools).values() if isinstance(v, type))
+    return frozenset(found)
+
+
+_CLAIMABLE = _claimable()
+
+
+def claimable(name: object) -> bool:
+    """Whether a proxy may stand for the standard-library class ``name`` (``[module,
+    qualname]``, as ``describe`` sends it): resolved here, and one of ``_claimable``'s."""
+    if type(name) is not list or len(name) != 2:
+        return False
+    try:
+        return resolve_external(*name) in _CLAIMABLE
+    except (ValueError, TypeError):
+        return False

@@ -1,0 +1,198 @@
+"""Red team at the call boundary: what the candidate process says about a value is never taken
+for what the value is, and a ``StopIteration`` out of a candidate call means what PEP 479 makes
+it mean inside generators.
+
+- A candidate class that calls itself a standard-library type (``Decimal``, ``Fraction``,
+  ``datetime``, ``deque``...), even one it installs in the module it imitates so that the
+  candidate process names it so, is not that type in the test process: ``pytest.approx`` does
+  no arithmetic with it, ``isinstance`` says no, and a wrong answer fails.
+- ``assert all(map(lambda x: f(x) == 2 * x, xs))`` fails for ``def f(x): raise
+  StopIteration``. Real pytest passes it (the ``StopIteration`` ends ``map`` early and
+  ``all([])`` holds): a deliberate deviation, so these cases live here and not in the
+  differential corpus. ``next()`` on a candidate's iterator still ends iteration.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from sandbox import execute
+
+
+def src(text: str) -> str:
+    return textwrap.dedent(text).lstrip("\n")
+
+
+def outcome(code: str, test: str):
+    return execute(src(code), [src(test)], timeout_s=5.0).outcomes[0]
+
+
+def status(code: str, test: str) -> str:
+    return outcome(code, test).status
+
+
+# A number-like class that agrees with whatever it is compared to through arithmetic
+# (``abs(expected - actual)`` is 0), installed where the real type lives and named so.
+IMPOSTOR = """
+    import {module}
+
+    class {name}:
+        def __init__(self, *a, **k):
+            pass
+        def __rsub__(self, other):
+            return 0
+        def __sub__(self, other):
+            return 0
+        def __abs__(self):
+            return 0
+        def __eq__(self, other):
+            return True
+        __hash__ = object.__hash__
+
+    {name}.__module__ = {module!r}
+    {name}.__qualname__ = {name!r}
+    {module}.{name} = {name}
+
+    def total():
+        return {name}()
+"""
+IMPOSTORS = [("decimal", "Decimal", "Decimal('3.5')"),
+             ("fractions", "Fraction", "Fraction(7, 2)"),
+             ("datetime", "datetime", "datetime(2024, 1, 2)"),
+             ("datetime", "timedelta", "timedelta(days=1)"),
+             ("collections", "deque", "deque([1, 2])"),
+             ("collections", "Counter", "Counter('aab')"),
+             ("collections", "OrderedDict", "OrderedDict(a=1)")]
+
+
+@pytest.mark.parametrize("module, name, expected", IMPOSTORS,
+                         ids=[f"{m}.{n}" for m, n, _ in IMPOSTORS])
+def test_a_class_named_like_a_standard_type_is_not_taken_for_it(module, name, expected):
+    code = IMPOSTOR.format(module=module, name=name)
+    test = f"""
+        import pytest
+        from {module} import {name}
+
+        def test_approx():
+            assert total() == pytest.approx({expected})
+
+        def test_isinstance():
+            assert isinstance(total(), {name})
+
+        def test_equal():
+            assert total() == {expected}
+    """
+    result = outcome(code, test)
+    assert [i.outcome for i in result.items] == ["failed"] * 3, result.items
+
+
+@pytest.mark.parametrize("module, name, expected", IMPOSTORS[:2],
+                         ids=[f"{m}.{n}" for m, n, _ in IMPOSTORS[:2]])
+def test_the_real_standard_type_still_passes(module, name, expected):
+    code = f"from {module} import {name}\n\ndef total():\n    return {expected}\n"
+    test = f"""
+        import pytest
+        from {module} import {name}
+
+        def test_approx():
+            assert total() == pytest.approx({expected})
+            assert isinstance(total(), {name})
+    """
+    assert status(code, test) == "passed"
+
+
+# ----- StopIteration at the call boundary (PEP 479) -------------------------------------------
+RAISES_STOP = "def f(x):\n    raise StopIteration\n"
+DOUBLE = "def f(x):\n    return 2 * x\n"
+STOP_TESTS = {
+    "map": "assert all(map(lambda x: f(x) == 2 * x, [1, 2, 3]))\n",
+    "zip": "assert all(a == b for a, b in zip(map(f, [1, 2]), [2, 4]))\n",
+    "generator": "def test_g():\n    assert all(f(x) == 2 * x for x in [1, 2, 3])\n",
+    "list-of-map": "def test_l():\n    assert list(map(f, [1, 2])) == [2, 4] or True\n"
+                   "    assert len(list(map(f, [1, 2]))) == 2\n",
+}
+
+
+@pytest.mark.parametrize("test", list(STOP_TESTS.values()), ids=list(STOP_TESTS))
+def test_a_stopiteration_from_a_candidate_call_does_not_end_the_tests_iteration(test):
+    assert status(RAISES_STOP, test) in ("failed", "error")
+    assert status(DOUBLE, test) == "passed"
+
+
+def test_the_stopiteration_becomes_a_runtimeerror_chained_from_it():
+    test = """
+        import pytest
+
+        def test_it():
+            with pytest.raises(RuntimeError, match="StopIteration") as info:
+                f(1)
+            assert isinstance(info.value.__cause__, StopIteration)
+    """
+    assert status(RAISES_STOP, test) == "passed"
+
+
+def test_methods_and_constructors_are_calls_too():
+    code = """
+        class Box:
+            def __init__(self, stop=False):
+                if stop:
+                    raise StopIteration
+            def get(self, x):
+                raise StopIteration
+    """
+    test = """
+        def test_method():
+            b = Box()
+            assert all(map(lambda x: b.get(x) == x, [1, 2]))
+
+        def test_constructor():
+            assert all(map(lambda x: Box(True) is not None, [1, 2]))
+    """
+    result = outcome(code, test)
+    assert [i.outcome for i in result.items] == ["failed", "failed"], result.items
+
+
+def test_next_on_a_candidate_iterator_still_ends_iteration():
+    code = """
+        class Countdown:
+            def __init__(self, n):
+                self.n = n
+            def __iter__(self):
+                return self
+            def __next__(self):
+                if self.n == 0:
+                    raise StopIteration
+                self.n -= 1
+                return self.n + 1
+
+        def gen(n):
+            yield from range(n)
+    """
+    test = """
+        import pytest
+
+        def test_iter():
+            assert list(Countdown(3)) == [3, 2, 1]
+            assert list(zip(Countdown(2), gen(5))) == [(2, 0), (1, 1)]
+
+        def test_next():
+            g = gen(1)
+            assert next(g) == 0
+            with pytest.raises(StopIteration):
+                next(g)
+            assert next(gen(0), "end") == "end"
+            c = Countdown(1)
+            assert c.__next__() == 1
+            with pytest.raises(StopIteration):
+                c.__next__()
+
+        def test_send():
+            g = gen(1)
+            assert g.send(None) == 0
+            with pytest.raises(StopIteration):
+                g.send(None)
+    """
+    result = outcome(code, test)
+    assert result.status == "passed", result

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from .decode import Decoder
 from .encode import Encoder
-from .shapes import MAX_HANDLES, NotEncodable
+from .shapes import MAX_HANDLES, NotEncodable, is_namedtuple_class, value_class
 
 
 class Codec:
@@ -56,7 +56,8 @@ class Codec:
     """
 
     def __init__(self, make_proxy, peer_ref_of, trusts_peer: bool = True, revisit=None):
-        self.make_proxy, self.peer_ref_of, self.revisit = make_proxy, peer_ref_of, revisit
+        self.make_proxy, self.revisit = make_proxy, revisit
+        self._mirror_ref_of = peer_ref_of
         # A standard-library name from the candidate process is a claim the candidate
         # controls (it can set ``gcd.__module__ = "math"`` on its own ``gcd``): taken at its
         # word, the test would run the real ``math.gcd`` and never the candidate's. So the
@@ -70,6 +71,34 @@ class Codec:
         self.objects: list = []            # ref -> our object handed out
         self._refs: dict[int, int] = {}    # id(our object) -> ref
         self.proxies: dict[int, object] = {}  # peer ref -> our proxy of it
+        # The test process's own copies of the candidate's value classes (``decode``), by
+        # ``id()``: their peer ref and kind (``shapes.value_class``).
+        self.adopted: dict[int, tuple[int, str]] = {}
+
+    # ----- the peer's objects we hold --------------------------------------------------------
+    def peer_ref_of(self, obj: object) -> int | None:
+        adopted = self.adopted.get(id(obj))
+        if adopted is not None and self.proxies.get(adopted[0]) is obj:
+            return adopted[0]
+        return self._mirror_ref_of(obj)
+
+    def adopt(self, ref: int, cls: type, kind: str) -> None:
+        """``cls``, built here, stands for the peer's value class ``ref``."""
+        self.proxies[ref] = cls
+        self.adopted[id(cls)] = (ref, kind)
+
+    def value_kind(self, cls: type) -> str | None:
+        """How an instance of ``cls`` travels as a value (``shapes.value_class``), or None.
+        The candidate process decides over its own classes; the test process sends back only
+        the copies it built of those (never a class of the test's as a value class)."""
+        if self.names_callables:
+            adopted = self.adopted.get(id(cls))
+            return adopted[1] if adopted is not None and self.proxies.get(adopted[0]) is cls \
+                else None
+        if is_namedtuple_class(cls):  # pure: the namedtuple path (``encode``)
+            return None
+        meta = value_class(cls)
+        return None if meta is None else meta["k"]
 
     # ----- our objects handed out ------------------------------------------------------------
     def ref_of(self, obj: object) -> int:

@@ -11,12 +11,24 @@ import base64
 import collections
 import datetime
 import decimal
+import enum
 import fractions
 import math
 import struct
 
+from . import proxies
 from .hints import DECODERS as HINT_DECODERS
-from .shapes import MAX_DEPTH, MAX_HANDLES, PATH_TYPES, rebuild_set
+from .hints import decode_hints
+from .shapes import (
+    ENUM_KINDS,
+    ENUM_MIXINS,
+    FORWARDED,
+    MAX_DEPTH,
+    MAX_HANDLES,
+    PATH_TYPES,
+    VALUE_BASES,
+    rebuild_set,
+)
 from .stdnames import behaves, claimable, resolve_external
 
 
@@ -260,13 +272,165 @@ def _dec_handle(s: Decoder, v, d):
     outer = s.structural, s.hinting
     s.structural = s.hinting = False
     try:
-        if proxy is None:
+        if proxy is None and v[1] == "c" and not codec.trusts_peer and type(meta) is dict \
+                and meta.get("v") is not None:
+            proxy = _value_class(s, meta, d)
+            codec.adopt(v[0], proxy, meta["v"]["k"])
+        elif proxy is None:
             proxy = codec.proxies[v[0]] = codec.make_proxy(v[0], v[1], meta, s, d)
         elif meta is not None and codec.revisit is not None:
             codec.revisit(proxy, v[1], meta, s, d)
     finally:
         s.structural, s.hinting = outer
     return proxy
+
+
+def _value_class(s: Decoder, meta: dict, d: int) -> type:
+    """The test process's own copy of a candidate's value class (``shapes.value_class``): a
+    subclass of the builtin type, or an ``Enum`` of the members' values, built here from
+    data; its methods, properties and ``fw`` special methods go back to the owner. Its bases
+    and annotations are decoded as a mirror class's are (the handles first described there
+    must exist here)."""
+    name, qualname, module, vm = meta.get("n"), meta.get("q"), meta.get("m"), meta["v"]
+    if not (all(isinstance(x, str) and x for x in (name, qualname, module))
+            and name.isidentifier() and type(vm) is dict and vm.get("k") in (*VALUE_BASES, "enum")):
+        raise ValueError("malformed value class")
+    outer, s.structural = s.structural, True
+    try:
+        for base in meta.get("b") or []:
+            s.dec(base, d)
+    finally:
+        s.structural = outer
+    namespace = _owner_names(vm)
+    namespace.update({"__module__": module, "__qualname__": qualname})
+    try:
+        if vm["k"] == "enum":
+            cls = _enum_class(s, name, module, qualname, vm, namespace, d)
+        else:
+            cls = _builtin_subclass(s, name, vm, namespace, d)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise ValueError(f"malformed value class {name}: {exc}") from None
+    hints = decode_hints(s, meta.get("an"), d)
+    if hints is not None:
+        type.__setattr__(cls, "__annotations__", hints)
+    return cls
+
+
+def _owner_names(vm: dict) -> dict:
+    """Stand-ins for what the owner's class runs: methods, other attributes (properties,
+    class variables), and the special methods of ``shapes.FORWARDED`` (never a comparison or
+    ``hash``: those are the builtin type's own)."""
+    peer, out = proxies.PEER, {}
+    for key, make in (("mt", lambda n: proxies.method_forwarder(peer, n)),
+                      ("at", proxies.Attribute),
+                      ("fw", lambda n: proxies.forwarder(peer, None, n))):
+        names = vm.get(key) if type(vm.get(key)) is list else []
+        for n in names[:500]:
+            if not (isinstance(n, str) and n.isidentifier()) or n in out:
+                continue
+            dunder = n.startswith("__") and n.endswith("__")
+            if dunder == (key == "fw") and (not dunder or n in FORWARDED):
+                out[n] = make(n)
+    return out
+
+
+def _constructed_by_owner(cls, *args, **kwargs):
+    """``MyInt(5)`` in the test: the owner's class constructs (its ``__new__``/``__init__``)."""
+    return proxies.PEER.request("call", cls, args, kwargs)
+
+
+def _builtin_subclass(s: Decoder, name: str, vm: dict, namespace: dict, d: int) -> type:
+    base = VALUE_BASES[vm["k"]]
+    fields = vm.get("f")
+    if fields is None:
+        namespace["__new__"] = _constructed_by_owner
+        return type(name, (base,), namespace)
+    if base is not tuple or type(fields) is not list or type(vm.get("df")) is not list:
+        raise ValueError("fields")
+    defaults = [s.fork(hinting=False).dec(x, d) for x in vm["df"]]
+    # A namedtuple of these fields, built here: its construction, ``_replace``, ``_asdict``
+    # are ``collections``' own code, the same as the owner's.
+    plain = collections.namedtuple(name, fields, defaults=defaults or None)
+    body = {k: v for k, v in vars(plain).items() if k not in ("__dict__", "__weakref__")}
+    body.update(namespace)
+    return type(name, (tuple,), body)
+
+
+def _enum_class(s: Decoder, name, module, qualname, vm: dict, namespace: dict, d: int) -> type:
+    kind, mixin = ENUM_KINDS[vm["ek"]], ENUM_MIXINS[vm["mx"]]
+    members = vm.get("em")
+    if type(members) is not list or not members:
+        raise ValueError("members")
+    pairs = []
+    for entry in members[:10_000]:
+        if type(entry) is not list or len(entry) != 2 or type(entry[0]) is not str \
+                or not entry[0].isidentifier() or entry[0].startswith("_"):
+            raise ValueError("member")
+        pairs.append((entry[0], s.fork(hinting=False).dec(entry[1], d)))
+    extra = {} if mixin is None or kind not in (enum.Enum, enum.Flag) else {"type": mixin}
+    cls = kind(name, pairs, module=module, qualname=qualname, **extra)
+    for key, value in namespace.items():
+        if key not in ("__module__", "__qualname__") and key not in cls._member_map_:
+            type.__setattr__(cls, key, value)
+    return cls
+
+
+def _dec_value(s: Decoder, v, d):
+    """An instance of a value class: the class (the receiver's copy, or in the candidate
+    process its own class sent back), and the builtin value it is."""
+    if type(v) is not list or len(v) != 3:
+        raise ValueError("malformed value")
+    cls = s.dec(v[0], d)
+    kind = s.codec.value_kind(cls) if isinstance(cls, type) else None
+    if kind is None:
+        raise ValueError("malformed value: not a value class")
+    if kind == "enum":
+        return _enum_member(s, cls, v[1], d)
+    payload = s.dec(v[1], d)
+    base = VALUE_BASES[kind]
+    if type(payload) is not base:
+        raise ValueError(f"malformed {cls.__name__} value")
+    fields = getattr(cls, "_fields", None)
+    if base is tuple and type(fields) is tuple and len(fields) != len(payload):
+        raise ValueError(f"malformed {cls.__name__} value")
+    obj = base.__new__(cls, payload)
+    attrs = s.dec(v[2], d) if v[2] is not None else None
+    if type(attrs) is dict and hasattr(obj, "__dict__"):
+        obj.__dict__.update((k, x) for k, x in attrs.items()
+                            if type(k) is str and not k.startswith("__"))
+    return obj
+
+
+def _enum_member(s: Decoder, cls: type, v, d):
+    if type(v) is not list or len(v) != 2 or v[0] not in ("n", "v"):
+        raise ValueError("malformed enum member")
+    if v[0] == "n":
+        member = cls._member_map_.get(v[1]) if type(v[1]) is str else None
+        if member is None:
+            raise ValueError(f"malformed {cls.__name__} member")
+        return member
+    try:
+        return cls(s.dec(v[1], d))
+    except (ValueError, TypeError):
+        raise ValueError(f"malformed {cls.__name__} member") from None
+
+
+def _dec_stdlib_member(s: Decoder, v, d):
+    """A member of a standard-library ``Enum``, looked up in the receiver's own class (by
+    name, or a ``Flag``'s combination by its ``int`` value)."""
+    if type(v) is not list or len(v) != 3 or type(v[0]) is not list or len(v[0]) != 2:
+        raise ValueError("malformed enum member")
+    cls = resolve_external(*v[0])
+    if not isinstance(cls, enum.EnumType):
+        raise ValueError(f"{v[0]} is no Enum")
+    if v[1] == "n" and type(v[2]) is str and v[2] in cls._member_map_:
+        return cls._member_map_[v[2]]
+    if v[1] == "v" and type(v[2]) is int and issubclass(cls, enum.Flag):
+        try:
+            return cls(v[2])
+        except ValueError:
+            pass
+    raise ValueError(f"malformed {cls.__name__} member")
 
 
 def _dec_nan(s: Decoder, v, d):
@@ -368,5 +532,7 @@ _DECODERS = {
     "X": _dec_exception,
     "nan": lambda s, v, d: math.nan,
     "fn": _dec_nan,
+    "V": _dec_value,
+    "em": _dec_stdlib_member,
     **HINT_DECODERS,
 }

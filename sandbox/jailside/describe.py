@@ -18,7 +18,7 @@ import inspect
 import types
 
 from .hints import encode_hints
-from .shapes import is_namedtuple_class, namedtuple_meta
+from .shapes import is_namedtuple_class, namedtuple_meta, value_class
 from .stdnames import external_name
 
 SPECIAL = (
@@ -130,7 +130,7 @@ def describe(obj: object, state) -> tuple[str, dict]:
                      "mt": _methods(obj), "at": _attributes(obj), "nt": nt,
                      "r": _stdlib_type(obj), "df": _dataclass_fields(obj),
                      "ms": [n for n in META_SPECIAL if _defined(type(obj), n, type)],
-                     "cg": _defined(obj, "__class_getitem__"),
+                     "cg": _defined(obj, "__class_getitem__"), "v": _value_meta(obj, state),
                      "an": None if nt is not None or issubclass(obj, BaseException)
                      else encode_hints(state, _own(obj, "__annotations__"))}
     if callable(obj) and not _has_instance_protocol(obj):
@@ -142,6 +142,19 @@ def describe(obj: object, state) -> tuple[str, dict]:
                      "sig": _signature(obj), "a": _bound_methods(obj),
                      "an": encode_hints(state, _own(obj, "__annotations__"))}
     return "o", {"c": state.handle(type(obj))}
+
+
+def _value_meta(cls: type, state) -> dict | None:
+    """What the peer builds its copy of a value class from (``shapes.value_class``), with the
+    values in it (members' values, fields' defaults) encoded, each a value of its own."""
+    if state.codec.value_kind(cls) is None:
+        return None
+    meta = dict(value_class(cls))
+    if meta.get("em") is not None:
+        meta["em"] = [[name, state.fork().enc(value, 0)] for name, value in meta["em"]]
+    if meta.get("df") is not None:
+        meta["df"] = [state.fork().enc(value, 0) for value in meta["df"]]
+    return meta
 
 
 def _own(obj: object, name: str) -> object:

@@ -11,13 +11,21 @@ import base64
 import collections
 import datetime
 import decimal
+import enum
 import fractions
 import math
 import struct
 import types
 
-from .shapes import DICT_VIEWS, MAX_DEPTH, PATH_TYPES, NotEncodable, is_namedtuple_class, table_size
-from .stdnames import external_name
+from .shapes import (
+    DICT_VIEWS,
+    MAX_DEPTH,
+    PATH_TYPES,
+    NotEncodable,
+    is_namedtuple_class,
+    table_size,
+)
+from .stdnames import external_name, is_stdlib_module
 
 _BIG = 1 << 53  # ints beyond what every JSON reader keeps exact travel as hex
 
@@ -136,10 +144,48 @@ class Encoder:
             out = {"N": [self.handle_or_name(t), [self.enc(i, d) for i in x]]}
             self.open.discard(id(x))
             return out
+        kind = self.codec.value_kind(t)
+        if kind is not None:
+            return self._value(x, t, kind, d)
+        if isinstance(x, enum.Enum):
+            member = self._stdlib_member(x, t, d)
+            if member is not None:
+                return member
         name = external_name(x, self.codec.names_callables)
         if name is not None:
             return {"x": name}
         return self.handle(x)
+
+    def _value(self, x, t: type, kind: str, d: int) -> object:
+        """An instance of a value class (``shapes.value_class``): its class, the builtin value
+        it is (an ``Enum`` member by name, a ``Flag`` combination by value) and its own
+        attributes."""
+        cls = self.handle(t)  # first, as the receiver decodes it first
+        if kind == "enum":
+            name = x._name_
+            payload = ["n", name] if t._member_map_.get(name) is x \
+                else ["v", self.enc(x._value_, d)]
+        elif kind == "tuple":
+            payload = self.enc(tuple(tuple.__iter__(x)), d)
+        else:
+            payload = self.enc(_VALUE_OF[kind](x), d)
+        attrs = getattr(x, "__dict__", None) if kind != "enum" else None
+        attrs = self.enc(dict(list(attrs.items())[:50]), d) if attrs else None
+        return {"V": [cls, payload, attrs]}
+
+    def _stdlib_member(self, x, t: type, d: int) -> object | None:
+        """A member of a standard-library ``Enum`` (``HTTPStatus.OK``, ``re.IGNORECASE``, a
+        combination of ``re`` flags) as its class's name and its own name or value: the
+        receiver looks it up in its own class."""
+        cls = external_name(t)
+        if cls is None or not isinstance(t, enum.EnumType):
+            return None
+        name = x._name_
+        if isinstance(name, str) and t._member_map_.get(name) is x:
+            return {"em": [cls, "n", name]}
+        if type(x._value_) is int:
+            return {"em": [cls, "v", x._value_]}
+        return None
 
     def _nan(self, x: float) -> object:
         """A NaN keeps its identity, which containers' ``==`` relies on (``[nan] == [nan]``
@@ -171,13 +217,17 @@ class Encoder:
         for key, value in list(getattr(exc, "__dict__", {}).items())[:50]:
             if isinstance(key, str) and (not key.startswith("__") or key == "__notes__"):
                 attrs[key] = value
-        for key, value in _builtin_fields(exc):
+        for key, value in _builtin_fields(exc) + _class_fields(exc, attrs):
             attrs.setdefault(key, value)
         cause = exc.__cause__ if d < 20 else None
         return {"X": [self.handle_or_name(type(exc)), self.enc(list(exc.args), d),
                       self.enc(attrs, d), text[:2000],
                       self.enc(cause, d) if isinstance(cause, BaseException) else None]}
 
+
+# The builtin value an instance of a value class is (an exact ``int``/``float``/``str``: the
+# builtin type's own conversion, never a method of the class).
+_VALUE_OF = {"int": int.__int__, "float": float.__float__, "str": str.__str__}
 
 _NOT_FIELDS = frozenset({"args", "message", "exceptions", "obj"})  # derived, or a whole object
 
@@ -201,6 +251,25 @@ def _builtin_fields(exc: BaseException) -> list:
                 continue
             if value is not None:  # None is unset (``OSError.filename2`` would show it)
                 fields.append((key, value))
+    return fields
+
+
+def _class_fields(exc: BaseException, found: dict) -> list:
+    """The public names an exception's own class (the candidate's, not the standard
+    library's) gives it: class attributes (``code = 404``), properties, read here, and methods
+    (which travel as handles), so that ``excinfo.value.code`` reads in the test what it reads
+    in one process."""
+    fields = []
+    for klass in type(exc).__mro__:
+        if is_stdlib_module(getattr(klass, "__module__", None)):
+            continue
+        for key in list(vars(klass))[:50]:
+            if key.startswith("_") or key in found or len(fields) >= 50:
+                continue
+            try:
+                fields.append((key, getattr(exc, key)))
+            except Exception:  # a property that raises: absent, as its read would fail
+                continue
     return fields
 
 

@@ -8,6 +8,8 @@ Stdlib-only: the jail runs it.
 from __future__ import annotations
 
 import collections
+import enum
+import inspect
 import pathlib
 import sys
 
@@ -85,3 +87,122 @@ def namedtuple_class(name: str, qualname: str, module: str, fields: list,
 def namedtuple_meta(cls: type) -> list:
     defaults = list(getattr(cls, "_field_defaults", {}).values())
     return [list(cls._fields), defaults]
+
+
+# ----- the candidate's value classes -------------------------------------------------------------
+# A class of the candidate's whose instances *are* values of a builtin type, with methods
+# around them: a subclass of ``int``, ``float``, ``str`` or ``tuple`` (a ``NamedTuple`` with
+# methods), or an ``Enum`` whose members' values are plain data. Its instances cross as copies
+# of that value (so ``MyInt(5) == 5``, ``Point(1, 2) == (1, 2)`` and ``Shade.RED == "red"`` hold
+# as in one process) in a class the test process builds itself from that builtin type; its own
+# methods, properties and the special methods in ``FORWARDED`` go back to the candidate. A class
+# that defines comparisons, hashing, attribute hooks or any other special method stays a
+# handle (its comparisons with the test's values are then identity, see ``mirror``).
+VALUE_BASES = {"int": int, "float": float, "str": str, "tuple": tuple}
+ENUM_KINDS = {"IntFlag": enum.IntFlag, "IntEnum": enum.IntEnum, "StrEnum": enum.StrEnum,
+              "Flag": enum.Flag, "Enum": enum.Enum}  # most derived first
+ENUM_MIXINS = {"object": None, "int": int, "str": str, "float": float}
+FORWARDED = frozenset({
+    "__str__", "__repr__", "__format__", "__len__", "__iter__", "__reversed__",
+    "__contains__", "__getitem__", "__bool__", "__call__", "__int__", "__float__",
+    "__index__", "__round__", "__neg__", "__pos__", "__abs__", "__invert__",
+    *(f"__{p}{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
+                                "matmul", "and", "or", "xor", "lshift", "rshift")
+      for p in ("", "r"))})
+_PLAIN_DUNDERS = frozenset({
+    "__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__annotations__",
+    "__orig_bases__", "__slots__", "__match_args__", "__parameters__", "__new__", "__init__",
+    "__getnewargs__", "__init_subclass__"})
+_STDLIB_FILES = frozenset(getattr(m, "__file__", None) for m in (enum, collections)) | {"<string>"}
+_ENUM_PLAIN = frozenset({"_generate_next_value_", "_order_", "_ignore_"})
+_DATA = (int, float, str, bool, type(None))
+_VALUE_CLASSES: dict[type, dict | None] = {}
+
+
+def value_class(cls: type) -> dict | None:
+    """What the test process needs to build its copy of ``cls`` when it is a value class (see
+    above), else None: ``k`` the builtin type (or ``enum``), ``mt``/``at`` the names that go
+    back to the owner as methods/attributes, ``fw`` the special methods that do; for a
+    ``NamedTuple`` ``f``/``df`` its fields and defaults; for an ``Enum`` ``ek`` its kind,
+    ``mx`` its data type and ``em`` its members. Decided by the owner (the candidate process)
+    over its own class: what it says only shapes the copy, whose comparisons are always the
+    builtin type's own."""
+    if cls not in _VALUE_CLASSES:
+        try:
+            _VALUE_CLASSES[cls] = _classify(cls)
+        except Exception:  # whatever the class does when looked at: not a value class
+            _VALUE_CLASSES[cls] = None
+    return _VALUE_CLASSES[cls]
+
+
+def _classify(cls: type) -> dict | None:
+    if not isinstance(cls, type) or cls.__module__ in ("builtins", "enum"):
+        return None
+    if issubclass(cls, enum.Enum):
+        return _classify_enum(cls)
+    own = [k for k in cls.__mro__ if k.__module__ != "builtins"]
+    builtin = [k for k in cls.__mro__ if k.__module__ == "builtins"]
+    kind = next((n for n, b in VALUE_BASES.items() if builtin == list(b.__mro__)), None)
+    if kind is None:
+        return None
+    out = {"k": kind, "mt": [], "at": [], "fw": [], "f": None, "df": None}
+    skip: set = set()
+    if kind == "tuple" and "_fields" in cls.__dict__:
+        fields = cls.__dict__["_fields"]
+        if not (type(fields) is tuple and all(type(f) is str for f in fields)):
+            return None
+        out["f"], out["df"] = list(fields), list(getattr(cls, "_field_defaults", {}).values())
+        skip = set(collections.namedtuple("_probe", fields).__dict__) | {"_field_defaults"}
+    for klass in own:
+        if not _sort_names(klass, skip, out):
+            return None
+    return out
+
+
+def _sort_names(klass: type, skip: set, out: dict, members: frozenset = frozenset()) -> bool:
+    """Files each name ``klass`` defines under ``out``'s methods, attributes or forwarded
+    special methods; False for a name that makes it no value class."""
+    for name, value in list(vars(klass).items())[:500]:
+        if name in members or (name in skip and not _user_code(value)):
+            continue
+        if name.startswith("__") and name.endswith("__"):
+            if name in FORWARDED:
+                if _user_code(value) and name not in out["fw"]:
+                    out["fw"].append(name)
+            elif name not in _PLAIN_DUNDERS:
+                return False
+        elif name.startswith("_") and name.endswith("_") and members:
+            if name not in _ENUM_PLAIN and _user_code(value):
+                return False  # ``_missing_`` and the like: the lookup is the owner's own
+        elif name not in out["mt"] and name not in out["at"]:
+            out["mt" if inspect.isfunction(value) else "at"].append(name)
+    return True
+
+
+def _user_code(value) -> bool:
+    """``value`` (a function, or a property/classmethod/staticmethod of one) was written by
+    the class's author, not made by ``enum``/``namedtuple``."""
+    for attr in ("fget", "__func__"):
+        value = getattr(value, attr, value)
+    code = getattr(value, "__code__", None)
+    return code is not None and code.co_filename not in _STDLIB_FILES
+
+
+def _classify_enum(cls: type) -> dict | None:
+    kind = next((n for n, k in ENUM_KINDS.items() if issubclass(cls, k)), None)
+    mixin = next((n for n, t in ENUM_MIXINS.items() if cls._member_type_ is (t or object)),
+                 None)
+    own = [k for k in cls.__mro__ if k.__module__ not in ("builtins", "enum")]
+    if kind is None or mixin is None or own != [cls]:
+        return None
+    members = []
+    for name, member in cls.__members__.items():
+        if not (type(member._value_) in _DATA or type(member._value_) is tuple
+                and all(type(i) in _DATA for i in member._value_)) or member.__dict__.keys() \
+                - {"_value_", "_name_", "__objclass__", "_sort_order_", "__init__"}:
+            return None
+        members.append([name, member._value_])
+    out = {"k": "enum", "ek": kind, "mx": mixin, "em": members, "mt": [], "at": [], "fw": []}
+    if not _sort_names(cls, set(), out, frozenset(cls.__members__)):
+        return None
+    return out

@@ -39,9 +39,12 @@ Stdlib-only: the jail runs it.
 
 from __future__ import annotations
 
-from .decode import Decoder
+import contextlib
+import sys
+
+from .decode import Decoder, root
 from .encode import Encoder
-from .shapes import MAX_HANDLES, NotEncodable, is_namedtuple_class, value_class
+from .shapes import MAX_DEPTH, MAX_HANDLES, NotEncodable, is_namedtuple_class, value_class
 
 
 class Codec:
@@ -122,32 +125,54 @@ class Codec:
         object that travels as a handle (see ``mirror``). ``known`` maps ``id()`` of objects
         the peer already holds (the arguments of the current call) to their numbers: they
         travel as ``{"A": n}`` so the peer gets its own object back."""
-        try:
-            return Encoder(self, describe, known or {}).enc(value, 0)
-        except NotEncodable:  # afresh: nothing of the abandoned attempt was sent
-            return Encoder(self, describe, {}).handle(value)
+        with _headroom():
+            try:
+                state = Encoder(self, describe, known or {})
+                return state.root(state.enc(value, 0))
+            except NotEncodable:  # afresh: nothing of the abandoned attempt was sent
+                state = Encoder(self, describe, {})
+                return state.root(state.handle(value))
 
     # ----- decoding --------------------------------------------------------------------------
     def decode(self, data: object, known: list | None = None) -> object:
         """A fresh value from ``data``; ``ValueError`` for anything malformed. ``known`` are
         this side's objects that the peer refers to by number (``{"A": n}``)."""
-        return Decoder(self, known or []).dec(data, 0)
+        with _headroom():
+            return root(Decoder(self, known or []), data)
 
     def decode_tracked(self, data: object) -> tuple[object, list]:
         """``decode``, and every container built, in the pre-order numbering that the
         sender's ``encode_tracked`` used: the arguments of a call, whose
         changes go back to the caller."""
         state = Decoder(self, [])
-        return state.dec(data, 0), state.built
+        with _headroom():
+            return root(state, data), state.built
 
     def encode_handle(self, obj: object, describe) -> object:
         """``obj`` as a handle, even where it could travel as a standard-library name."""
-        return Encoder(self, describe, {}).handle(obj)
+        state = Encoder(self, describe, {})
+        with _headroom():
+            return state.root(state.handle(obj))
 
     def encode_tracked(self, value: object, describe=None) -> tuple[object, list]:
         """``encode``, and the containers it numbered, in pre-order (see ``decode_tracked``)."""
-        state = Encoder(self, describe, {})
-        try:
-            return state.enc(value, 0), state.keep
-        except NotEncodable:
-            return Encoder(self, describe, {}).handle(value), []
+        with _headroom():
+            state = Encoder(self, describe, {})
+            try:
+                return state.root(state.enc(value, 0)), state.keep
+            except NotEncodable:
+                state = Encoder(self, describe, {})
+                return state.root(state.handle(value)), []
+
+
+@contextlib.contextmanager
+def _headroom():
+    """Room on the stack for a value ``MAX_DEPTH`` levels deep (a few Python frames a level,
+    encoding or decoding), whatever depth the call that carries it runs at; the limit the test
+    set is back before anything else runs."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit + 8 * MAX_DEPTH)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)

@@ -15,11 +15,13 @@ import enum
 import fractions
 import math
 import struct
+import zoneinfo
 
 from . import proxies
 from .hints import DECODERS as HINT_DECODERS
 from .hints import decode_hints
 from .shapes import (
+    CONTENT_BASES,
     ENUM_KINDS,
     ENUM_MIXINS,
     FORWARDED,
@@ -45,11 +47,12 @@ class Decoder:
         self.structural = False
         # Decoding an annotation (``hints``): its tags are accepted there only.
         self.hinting = False
+        self.outlined: list | None = None  # the pieces of a deep value (``Encoder.root``)
 
     def fork(self, hinting: bool) -> Decoder:
         """A decoder of a value of its own inside this one (see ``Encoder.fork``)."""
         sub = Decoder(self.codec, [])
-        sub.hinting = hinting
+        sub.hinting, sub.outlined = hinting, self.outlined
         return sub
 
     def _new(self, obj: object) -> int:
@@ -66,7 +69,8 @@ class Decoder:
         if t is list:
             out: list = []
             self._new(out)
-            out.extend(self.dec(i, d) for i in x)
+            for i in x:  # a loop, not a generator: no C stack per level of nesting
+                out.append(self.dec(i, d))
             return out
         if t is not dict or len(x) != 1:
             raise ValueError("malformed value")
@@ -109,6 +113,25 @@ class Decoder:
         obj = build(v, d)
         self.built[index] = obj
         return obj
+
+
+def root(s: Decoder, data: object):
+    """A whole value: its outlined pieces (``Encoder.root``) are taken here only."""
+    if type(data) is dict and len(data) == 1 and "Z" in data:
+        v = data["Z"]
+        if type(v) is not list or len(v) != 2 or type(v[1]) is not list:
+            raise ValueError("malformed value")
+        s.outlined = [[False, piece] for piece in v[1]]
+        return s.dec(v[0], 0)
+    return s.dec(data, 0)
+
+
+def _dec_piece(s: Decoder, v, d):
+    pieces = s.outlined
+    if pieces is None or type(v) is not int or not 0 <= v < len(pieces) or pieces[v][0]:
+        raise ValueError("malformed piece of a value")
+    pieces[v][0] = True  # each piece stands in one place
+    return s.dec(pieces[v][1], d - 1)
 
 
 def _dec_ref(s: Decoder, v, d):
@@ -222,6 +245,39 @@ def _dec_datetime(s, v, d):
     return cls.fromisoformat(text)
 
 
+def _dec_clock(s, v, d):
+    """A ``datetime``/``time`` with its time zone and fold (``encode._enc_clock``)."""
+    if type(v) is not list or len(v) != 4 or v[0] not in ("datetime", "time") \
+            or type(v[1]) is not list or not all(type(i) is int for i in v[1]) \
+            or v[3] not in (0, 1):
+        raise ValueError("malformed datetime")
+    tz = None if v[2] is None else s.dec(v[2], d)
+    if tz is not None and type(tz) not in (datetime.timezone, zoneinfo.ZoneInfo):
+        raise ValueError("malformed time zone")
+    cls = datetime.datetime if v[0] == "datetime" else datetime.time
+    return cls(*v[1], tzinfo=tz, fold=v[3])
+
+
+def _dec_timezone(s, v, d):
+    if type(v) is not list or len(v) not in (3, 4) or not all(type(i) is int for i in v[:3]) \
+            or len(v) == 4 and (type(v[3]) is not str or len(v[3]) > 200):
+        raise ValueError("malformed timezone")
+    offset = datetime.timedelta(v[0], v[1], v[2])
+    return datetime.timezone(offset, *v[3:])
+
+
+def _dec_zone(s, v, d):
+    """A ``zoneinfo.ZoneInfo`` by its key: the receiver's own (``ZoneInfo`` caches one per
+    key, so it is the test's ``ZoneInfo(key)``)."""
+    if type(v) is not str or not 0 < len(v) < 256:
+        raise ValueError("malformed zone key")
+    try:
+        return zoneinfo.ZoneInfo(v)
+    except (ValueError, KeyError, OSError) as exc:
+        raise ValueError(f"the time zone zoneinfo.ZoneInfo({v!r}) is not available here: "
+                         f"{type(exc).__name__}") from None
+
+
 def _dec_path(s, v, d):
     name, text = v
     cls = {c.__name__: c for c in PATH_TYPES}[name]
@@ -278,6 +334,8 @@ def _dec_handle(s: Decoder, v, d):
             codec.adopt(v[0], proxy, meta["v"]["k"])
         elif proxy is None:
             proxy = codec.proxies[v[0]] = codec.make_proxy(v[0], v[1], meta, s, d)
+            if v[1] == "c" and not codec.trusts_peer and type(meta) is dict:
+                _compare_by_content(codec, proxy, meta.get("cb"))
         elif meta is not None and codec.revisit is not None:
             codec.revisit(proxy, v[1], meta, s, d)
     finally:
@@ -373,6 +431,29 @@ def _enum_class(s: Decoder, name, module, qualname, vm: dict, namespace: dict, d
         if key not in ("__module__", "__qualname__") and key not in cls._member_map_:
             type.__setattr__(cls, key, value)
     return cls
+
+
+def _compare_by_content(codec, cls: type, kind: object) -> None:
+    """A mirror class of the candidate's ``list``/``dict``/``set`` subclass (``shapes.
+    content_base``) compares with a value of that type by its content: the owner's plain
+    ``list(obj)``/``dict(obj)``/``set(obj)`` of it, a value, compared here with the builtin
+    type's own ``==``."""
+    base = CONTENT_BASES.get(kind) if type(kind) is str else None
+    if base is None or not isinstance(cls, type):
+        return
+    original = cls.__dict__.get("__eq__")
+
+    def __eq__(self, other):
+        if codec.peer_ref_of(other) is None and isinstance(other, base):
+            return proxies.PEER.request("call", base, (self,), {}) == other
+        return original(self, other) if original is not None else NotImplemented
+
+    def __ne__(self, other):
+        result = __eq__(self, other)
+        return result if result is NotImplemented else not result
+
+    type.__setattr__(cls, "__eq__", __eq__)
+    type.__setattr__(cls, "__ne__", __ne__)
 
 
 def _dec_value(s: Decoder, v, d):
@@ -520,6 +601,9 @@ _DECODERS = {
     "De": _dec_scalar("Decimal", lambda s, v, d: decimal.Decimal(v) if type(v) is str
                       and len(v) < 10_000 else decimal.Decimal("x")),
     "dt": _dec_scalar("datetime", _dec_datetime),
+    "dz": _dec_scalar("datetime", _dec_clock),
+    "tz": _dec_scalar("timezone", _dec_timezone),
+    "zi": _dec_zone,
     "td": _dec_scalar("timedelta", lambda s, v, d: datetime.timedelta(*v)
                       if all(type(i) is int for i in v) else datetime.timedelta("x")),
     "P": _dec_scalar("path", _dec_path),
@@ -533,6 +617,7 @@ _DECODERS = {
     "nan": lambda s, v, d: math.nan,
     "fn": _dec_nan,
     "V": _dec_value,
+    "z": _dec_piece,
     "em": _dec_stdlib_member,
     **HINT_DECODERS,
 }

@@ -18,7 +18,7 @@ import inspect
 import types
 
 from .hints import encode_hints
-from .shapes import is_namedtuple_class, namedtuple_meta, value_class
+from .shapes import content_base, is_namedtuple_class, namedtuple_meta, value_class
 from .stdnames import external_name
 
 SPECIAL = (
@@ -131,6 +131,7 @@ def describe(obj: object, state) -> tuple[str, dict]:
                      "r": _stdlib_type(obj), "df": _dataclass_fields(obj),
                      "ms": [n for n in META_SPECIAL if _defined(type(obj), n, type)],
                      "cg": _defined(obj, "__class_getitem__"), "v": _value_meta(obj, state),
+                     "cb": content_base(obj),
                      "an": None if nt is not None or issubclass(obj, BaseException)
                      else encode_hints(state, _own(obj, "__annotations__"))}
     if callable(obj) and not _has_instance_protocol(obj):

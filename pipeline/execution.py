@@ -29,7 +29,7 @@ from models.seeds import derive_seed
 from pipeline.chains import Row, SampleKey, kept_tests, peer_tests
 from problems import Problem
 from rewards.mutants import Mutant, make_mutants
-from sandbox import job_runner
+from sandbox import Trusted, job_runner
 
 NOT_RUN = "not_run"  # candidate status when the stage-5 output held no usable code
 NO_LIMITS = "{}"     # limits of a row that did not run (or of a sandbox that reports none)
@@ -55,7 +55,9 @@ class JobPlan:
 
 
 def plan_jobs(suites: Sequence[Suite], mutants: dict[str, list[Mutant]]) -> JobPlan:
-    """One job per candidate with code, one per problem for the reference, one per mutant."""
+    """One job per candidate with code, one per problem for the reference, one per mutant.
+    A test that is one of the problem's own (people wrote it, not the policy) is
+    ``sandbox.Trusted``: those share a pytest session; every other test runs alone."""
     plan = JobPlan()
     by_problem: dict[str, tuple[Problem, dict[str, None], dict[str, None]]] = {}
     for s in suites:
@@ -65,19 +67,26 @@ def plan_jobs(suites: Sequence[Suite], mutants: dict[str, list[Mutant]]) -> JobP
             if t["origin"] == "discriminator":
                 disc_tests[t["snippet"]] = None
         if s.code is not None and s.tests:
-            plan.jobs.append((s.problem.program(s.code), [t["snippet"] for t in s.tests]))
+            plan.jobs.append((s.problem.program(s.code),
+                              _marked(s.problem, [t["snippet"] for t in s.tests])))
             plan.targets.append(("candidate", "candidate", s.problem.id, s.sample_idx))
     for pid, (problem, all_tests, disc_tests) in by_problem.items():
         if all_tests:
-            plan.jobs.append((problem.reference_program, list(all_tests)))
+            plan.jobs.append((problem.reference_program, _marked(problem, all_tests)))
             plan.targets.append(("reference", "reference", pid, None))
         # Mutants run every test once there is a discriminator test to credit: only those earn
         # kill credit, but the progressive reward needs to know what the baseline kills.
         if disc_tests:
             for m_idx, mutant in enumerate(mutants.get(pid, [])):
-                plan.jobs.append((problem.program(mutant.code), list(all_tests)))
+                plan.jobs.append((problem.program(mutant.code), _marked(problem, all_tests)))
                 plan.targets.append(("mutant", f"m{m_idx}", pid, None))
     return plan
+
+
+def _marked(problem: Problem, snippets: Iterable[str]) -> list[str]:
+    """``snippets``, each of the problem's own tests as ``sandbox.Trusted``."""
+    own = set(problem.baseline_tests)
+    return [Trusted(t) if t in own else t for t in snippets]
 
 
 def limits_json(limits: Any) -> str:

@@ -37,6 +37,7 @@ from pipeline.chains import (
 )
 from pipeline.execution import RunJobs, run_distinct, sandbox_runner
 from problems import Problem
+from sandbox import Trusted
 
 MODES = ("chain", "direct")
 
@@ -238,7 +239,7 @@ class ChainSolver:
         for r in results:
             if r.code is None:
                 continue
-            r.executed_tests = list(r.problem.baseline_tests) + (
+            r.executed_tests = [Trusted(t) for t in r.problem.baseline_tests] + (
                 [t for _, t in r.tests] if with_tests else [])
             if r.executed_tests:
                 todo.append(r)

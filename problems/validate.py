@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from problems.model import Problem, ProblemIssue
-from sandbox import Limits, Placement, execute_many
+from sandbox import Limits, Placement, Trusted, execute_many
 
 VET_LIMITS = Limits(timeout_s=5.0)
 """What a reference may use when a problem file is checked on its own (``python -m problems
@@ -26,7 +26,8 @@ def execution_issues(problems: Sequence[Problem], limits: Limits = VET_LIMITS, *
                      isolation: str = Placement.isolation) -> list[ProblemIssue]:
     """Run each problem's reference program against its baseline tests; report every test the
     reference does not pass (status and message from the sandbox)."""
-    results = execute_many([(p.reference_program, list(p.baseline_tests)) for p in problems],
+    results = execute_many([(p.reference_program, [Trusted(t) for t in p.baseline_tests])
+                            for p in problems],
                            limits, workers=workers, isolation=isolation)
     issues = []
     for index, (problem, result) in enumerate(zip(problems, results, strict=True)):

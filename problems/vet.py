@@ -28,7 +28,7 @@ from problems.model import Problem, ProblemIssue, ProblemLoadError, ProblemSet
 from problems.repairs import REPAIRS, candidates, failure_kind, render
 from problems.report import REPORT_FORMAT, RepairRecord, SkippedProblem, VetReport
 from problems.validate import VET_LIMITS
-from sandbox import ExecutionResult, Limits, Placement, execute_many
+from sandbox import ExecutionResult, Limits, Placement, Trusted, execute_many
 
 __all__ = ["ON_INVALID", "REPAIRS", "REPORT_FORMAT", "RUN_RECORD", "RepairRecord",
            "RunProblems", "SkippedProblem", "VetReport", "invalid_message", "load_for_run",
@@ -104,7 +104,8 @@ def _check(problem_set: ProblemSet, positions: Sequence[int],
     caller's (``_fill``)."""
     problems = problem_set.problems
     ks = list(positions)
-    results = dict(zip(ks, run([(problems[k].reference_program, list(problems[k].baseline_tests))
+    results = dict(zip(ks, run([(problems[k].reference_program,
+                                 [Trusted(t) for t in problems[k].baseline_tests])
                                 for k in ks]), strict=True))
     failing = {k: [i for i, o in enumerate(r.outcomes) if not o.passed]
                for k, r in results.items()}

@@ -31,9 +31,10 @@ from sandbox.result import (
     Limits,
     Placement,
     TestOutcome,
+    Trusted,
 )
 from sandbox.runners import job_runner
 
 __all__ = ["EXECUTORS", "ISOLATIONS", "STATUSES", "ExecutionResult", "Limits", "Placement",
-           "RunJobs", "Sandbox", "SandboxError", "TestOutcome", "close_all", "execute",
+           "RunJobs", "Sandbox", "SandboxError", "TestOutcome", "Trusted", "close_all", "execute",
            "execute_many", "job_runner", "validate_tests"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from sandbox.jail import MAX_TESTS
 from sandbox.jailside.verdicts import ItemResult, short, verdict
-from sandbox.result import ExecutionResult, Limits, TestOutcome
+from sandbox.result import ExecutionResult, Limits, TestOutcome, Trusted
 
 WORKER_STATUSES = ("timeout", "crashed", "error", "failed", "infra")
 
@@ -44,7 +44,8 @@ def build(code: object, tests: Sequence[object], limits: Limits) -> Prepared:
         code_error = f"the candidate code is not a str but {type(code).__name__}"
     if len(wire) > MAX_TESTS:
         raise ValueError(f"a job may hold at most {MAX_TESTS} tests, got {len(wire)}")
-    msg = {"code": code if isinstance(code, str) else "", "tests": [tests[i] for i in wire],
+    msg = {"code": code if isinstance(code, str) else "", "tests": [str(tests[i]) for i in wire],
+           "shared": [j for j, i in enumerate(wire) if isinstance(tests[i], Trusted)],
            "timeout": float(limits.timeout_s), "out_cap": int(limits.max_output_bytes),
            "backstop": backstop(limits),
            "limits": {"mem": limits.memory_mb << 20, "fsize": limits.fsize_mb << 20,
@@ -94,5 +95,14 @@ def judge(prepared: Prepared, reply: dict, isolation: str, duration_s: float) ->
         isolation += "+pidns"
     return ExecutionResult(list(outcomes), isolation, output, duration_s,
                            prepared.limits.to_dict(), attempts=int(reply.get("attempts", 1)),
+                           cost=_cost(reply),
                            cpu_s=float(reply["cpu_s"]) if type(reply.get("cpu_s")) in (int, float)
                            else 0.0)
+
+
+def _cost(reply: dict) -> dict:
+    """``ExecutionResult.cost`` from the worker's reply (numbers only; absent ones left out)."""
+    cpu = reply.get("cpu") if isinstance(reply.get("cpu"), dict) else {}
+    found = {"candidate_cpu_s": cpu.get("candidate"), "tests_cpu_s": cpu.get("tests"),
+             "worker_s": reply.get("busy_s"), "sessions": reply.get("sessions")}
+    return {k: v for k, v in found.items() if type(v) in (int, float)}

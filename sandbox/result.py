@@ -25,6 +25,17 @@ from sandbox.jailside.verdicts import ItemResult
 STATUSES = ("passed", "failed", "error", "skipped", "timeout", "crashed", "invalid", "infra")
 
 
+class Trusted(str):
+    """A test string whose author is trusted (a problem's own tests, written by people, never
+    by the policy being trained). A job's trusted tests share one pytest session, as one
+    pytest run over their files would, which is cheaper; every other test string runs alone,
+    in a test process and a candidate process of its own, so that nothing it does (patching
+    pytest, writing reports, crashing, leaving files or state behind) changes another test's
+    verdict. A plain ``str`` is never trusted."""
+
+    __slots__ = ()
+
+
 ISOLATIONS = ("auto", "bwrap", "process")
 """What a pool may ask for: ``auto`` (bubblewrap when it works, else process limits), ``bwrap``
 (required) or ``process`` (rlimits and a scrubbed environment only)."""
@@ -127,6 +138,9 @@ class ExecutionResult:
     """Runs it took: 2 when the first failed in the harness and the job ran again alone."""
     cpu_s: float = 0.0
     """CPU seconds the job's candidate and test processes used (the budgets' measure)."""
+    cost: dict = field(default_factory=dict)
+    """Where the job's time went, for benchmarks: ``candidate_cpu_s`` and ``tests_cpu_s`` (its
+    Cs and Ts), ``worker_s`` (the worker's wall clock on it) and ``sessions``."""
 
     @property
     def passed(self) -> int:

@@ -194,7 +194,7 @@ def drop_capabilities() -> bool:
     return libc.syscall(126, header, data) == 0  # capset
 
 
-_CLONE_NEWPID, _CLONE_NEWNS, _SIGCHLD = 0x20000000, 0x00020000, 17
+_CLONE_NEWPID, _CLONE_NEWNS, _CLONE_NEWIPC, _SIGCHLD = 0x20000000, 0x00020000, 0x08000000, 17
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 2, 4, 8, 1 << 14, 1 << 18
 
 
@@ -202,7 +202,10 @@ def fork_in_new_pid_namespace() -> int:
     """``os.fork()``, except that the child is pid 1 of a pid namespace of its own: no pid
     it can name is another process, so no syscall, signal or file owner it sets up can reach
     one. It gets a mount namespace of its own too, where ``own_proc`` mounts the ``/proc`` of
-    its pid namespace (in which it sees only itself). Returns the child's pid in the caller's
+    its pid namespace (in which it sees only itself), and an IPC namespace of its own: the
+    System V and POSIX IPC objects it makes (shared memory, semaphores, message queues) are
+    seen by no other process and die with it, so nothing of one session reaches a later one
+    through them. Returns the child's pid in the caller's
     namespace (0 in the child), or -1 where the kernel refuses (no ``CAP_SYS_ADMIN`` here):
     the caller then forks plainly and says so.
 
@@ -214,7 +217,7 @@ def fork_in_new_pid_namespace() -> int:
     libc = _prepared.get("libc") or ctypes.CDLL(None, use_errno=True)
     api = ctypes.pythonapi
     api.PyOS_BeforeFork()
-    pid = libc.syscall(56, _CLONE_NEWPID | _CLONE_NEWNS | _SIGCHLD, 0, 0, 0, 0)
+    pid = libc.syscall(56, _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC | _SIGCHLD, 0, 0, 0, 0)
     if pid == 0:
         api.PyOS_AfterFork_Child()
     else:

@@ -35,7 +35,7 @@ from pathlib import Path
 from .layout import MODULE, test_index, test_path
 from .plugin import PYTEST_ARGS, make_recorder
 from .rpc import Endpoint, Fatal
-from .verdicts import has_body
+from .verdicts import ItemResult, has_body
 from .wire import write_frame
 
 MAX_FROM_CANDIDATE = 16 << 20  # bytes in one frame from C (a bigger answer fails the test)
@@ -68,7 +68,7 @@ class Report:
     def item(self, module: str, item) -> None:
         index = test_index(module)
         if index is not None:
-            self.send(["item", index, item.to_list()])
+            self.send(["item", index, ItemResult.from_list(item.to_list()).to_list()])
 
     def poison(self, status: str, message: str) -> None:
         """The candidate process died or broke the protocol: this module's verdict is

@@ -23,6 +23,11 @@ class Closed(Exception):
     """The other end closed, died, or sent a malformed frame."""
 
 
+class Refused(Closed):
+    """The stream is intact but its next frame is over the reader's limit or not JSON: the
+    sender, not the channel, is at fault."""
+
+
 class Timeout(Exception):
     """The deadline passed."""
 
@@ -88,14 +93,14 @@ class Reader:
         self._fill(4, deadline)
         (size,) = _HDR.unpack(self.buf[:4])
         if size > self.max_frame:
-            raise Closed(f"frame of {size} bytes is over the {self.max_frame}-byte limit")
+            raise Refused(f"a frame of {size} bytes is over the {self.max_frame}-byte limit")
         self._fill(4 + size, deadline)
         self.last_size = size
         body, self.buf = bytes(self.buf[4: 4 + size]), self.buf[4 + size:]
         try:
             return json.loads(body)
         except (ValueError, RecursionError):
-            raise Closed("malformed frame") from None
+            raise Refused("a frame that is not JSON") from None
 
 
 def pack(obj) -> bytes:

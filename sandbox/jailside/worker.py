@@ -33,13 +33,12 @@ import os
 import signal
 import time
 
-from . import forkserver, seccomp
-from .wire import Closed, Reader, Sink, Timeout, send, write_frame
+from . import forkserver, ipc, reports, seccomp
+from .reports import Malformed, Module
+from .wire import Closed, Reader, Refused, Sink, Timeout, send, write_frame
 
 TICK_S = 0.02
 BEAT_S = 2.0
-MAX_FRAMES = 200_000   # frames T may send in one session
-MAX_ITEMS = 5_000      # items one module may report
 MAX_THREADS_READ = 256
 
 
@@ -137,51 +136,54 @@ class Forker:
         return self.cand.pidns and self.test.pidns
 
 
-class Module:
-    """What the worker learned of one test module."""
-
-    def __init__(self):
-        self.items: list = []
-        self.body = False
-        self.status: str | None = None
-        self.message = ""
-        self.duration = 0.0
-        self.done = False
-
-    def reply(self) -> dict:
-        return {"items": self.items, "body": self.body, "status": self.status,
-                "msg": self.message[:400], "dur": round(self.duration, 6)}
-
-
 class Starved(Exception):
     """A step ran out of wall clock without using its budgets: the host was overloaded."""
 
 
 class Job:
-    """One job: ``{"code", "tests", "timeout", "limits", "out_cap", "backstop"}``."""
+    """One job: ``{"code", "tests", "shared", "timeout", "limits", "out_cap", "backstop"}``.
 
-    def __init__(self, msg: dict, forker: Forker, cwd: str, beat):
+    ``shared`` lists the trusted test modules (``sandbox.Trusted``): they run in one session,
+    as one pytest run over their files. Every other module runs in a session of its own,
+    with a fresh C and T, the scratch folders emptied and (where the children share the
+    worker's IPC namespace) every IPC object removed after it: nothing one untrusted test
+    string does reaches another's verdict."""
+
+    def __init__(self, msg: dict, forker: Forker, cwd: str, beat,
+                 scratch: list[str] | None = None):
         self.msg, self.forker, self.cwd, self.beat = msg, forker, cwd, beat
+        self.scratch = scratch or []
         self.timeout = float(msg["timeout"])
         self.backstop = float(msg.get("backstop") or max(30.0, 20 * self.timeout))
-        self.modules = [Module() for _ in msg["tests"]]
+        budget = reports.module_budget(len(msg["tests"]))
+        self.modules = [Module(budget) for _ in msg["tests"]]
         self.cap = int(msg.get("out_cap", 65536))
         self.output = bytearray()
         self.sessions = 0
-        self.cpu = 0.0  # CPU seconds of every C and T of the job (diagnostics, benchmarks)
+        self.cpu = {"candidate": 0.0, "tests": 0.0}  # CPU seconds of its Cs and Ts
+
+    def groups(self) -> list[list[int]]:
+        """The modules of each session to run: the trusted ones together, then each other
+        module alone, in job order."""
+        shared = sorted({i for i in self.msg.get("shared") or []
+                         if type(i) is int and 0 <= i < len(self.modules)})
+        alone = [[i] for i in range(len(self.modules)) if i not in set(shared)]
+        return ([shared] if shared else []) + alone
 
     def run(self) -> dict:
         try:
-            while True:
-                pending = [i for i, m in enumerate(self.modules) if not m.done]
-                if not pending:
-                    break
-                self.session(pending)
+            for group in self.groups():
+                while True:
+                    pending = [i for i in group if not self.modules[i].done]
+                    if not pending:
+                        break
+                    self.session(pending)
         except Starved as exc:
             return {"starved": str(exc), "output": self._output()}
         return {"tests": [m.reply() for m in self.modules], "output": self._output(),
                 "sessions": self.sessions, "pidns": self.forker.pidns,
-                "cpu_s": round(self.cpu, 6)}
+                "cpu_s": round(sum(self.cpu.values()), 6),
+                "cpu": {k: round(v, 6) for k, v in self.cpu.items()}}
 
     def _output(self) -> str:
         return self.output.decode("utf-8", "replace")
@@ -189,7 +191,7 @@ class Job:
     def session(self, pending: list[int]) -> None:
         self.sessions += 1
         for i in pending:  # what an earlier session collected of them is collected again
-            self.modules[i].items, self.modules[i].body = [], False
+            self.modules[i].restart()
         pair = self.forker.pair(self.cap)
         limits = dict(self.msg["limits"])
         limits["cpu"] = int(self.timeout * (2 * len(pending) + 1)) + 5  # backstop of the steps
@@ -208,14 +210,32 @@ class Job:
                               "the host was overloaded") from None
             self.watch(pair, pending)
         finally:
-            self.cpu += pair.used_cpu()
+            pair.used_cpu()
+            self.cpu["candidate"] += pair.cpu[pair.c_pid]
+            self.cpu["tests"] += pair.cpu[pair.t_pid]
             pair.close()
-            room = self.cap - len(self.output)
-            if room > 0:
-                self.output += pair.c_log.data[:room]
+            self._keep_output(bytes(pair.c_log.data))
+            self._scrub()
+
+    def _keep_output(self, data: bytes) -> None:
+        """The candidate's output, capped; every session imports the candidate afresh, so
+        what a session prints exactly as the one before is not kept twice."""
+        room = self.cap - len(self.output)
+        if room > 0 and data and not self.output.endswith(data):
+            self.output += data[:room]
+
+    def _scrub(self) -> None:
+        """Nothing a session leaves reaches the next: files in the scratch folders go, and
+        so do IPC objects where the children share the worker's IPC namespace (with pid
+        namespaces each child has an IPC namespace of its own, gone with it)."""
+        for folder in self.scratch:
+            _clean(folder)
+        if not self.forker.pidns:
+            ipc.remove_all()
 
     def watch(self, pair: Pair, pending: list[int]) -> None:
-        reader = Reader(pair.t_out, [pair.c_log, pair.t_log])
+        reader = Reader(pair.t_out, [pair.c_log, pair.t_log], max_frame=reports.MAX_FRAME)
+        allowed = frozenset(pending)
         step = _Step(-1, pair)
         frames = 0
         last_beat = time.monotonic()
@@ -224,7 +244,11 @@ class Job:
                 frame = reader.read(time.monotonic() + TICK_S)
             except Timeout:
                 frame = None
-            except Closed:  # T died (or sent what no T sends): the module at hand crashed
+            except Refused as exc:  # T is alive but sent what no T of this judge sends
+                pair.kill()
+                self._end(step, pending, "error", f"the test process sent {exc}")
+                return
+            except Closed:  # T died: the module at hand crashed
                 self._end(step, pending, "crashed", "the test process died")
                 return
             now = time.monotonic()
@@ -239,36 +263,35 @@ class Job:
                     return
                 continue
             frames += 1
-            if frames > MAX_FRAMES or not isinstance(frame, list) or not frame:
+            try:
+                if frames > reports.MAX_FRAMES:
+                    raise Malformed(f"more than {reports.MAX_FRAMES} reports")
+                report = reports.parse(frame, allowed)
+            except Malformed as exc:
                 pair.kill()
-                self._end(step, pending, "error", "the test process sent malformed reports")
+                self._end(step, pending, "error", f"the test process sent {exc}")
                 return
-            kind = frame[0]
+            kind = report[0]
             if kind == "done":
                 self._close(step)
                 for i in pending:
                     self.modules[i].done = True
                 return
-            if kind == "phase" and len(frame) == 3 and frame[1] in range(-1, len(self.modules)):
+            if kind == "phase":
                 verdict = step.over(self.timeout, self.backstop)
                 if verdict is not None:
                     pair.kill()
                     self._end(step, pending, "timeout", verdict)
                     return
                 self._close(step)
-                step = _Step(frame[1], pair, frame[2] == "run")
-            elif kind == "item" and len(frame) == 3 and frame[1] in range(len(self.modules)):
-                module = self.modules[frame[1]]
-                if len(module.items) < MAX_ITEMS:
-                    module.items.append(frame[2])
-            elif kind == "body" and len(frame) == 3 and frame[1] in range(len(self.modules)):
-                self.modules[frame[1]].body = frame[2] is True
-            elif kind in ("poison", "interrupted", "internal"):
-                status = frame[2] if kind == "poison" and len(frame) == 4 else "error"
-                message = frame[-1] if isinstance(frame[-1], str) else kind
+                step = _Step(report[1], pair, report[2] == "run")
+            elif kind == "item":
+                self.modules[report[1]].add(report[2])
+            elif kind == "body":
+                self.modules[report[1]].body = report[2]
+            else:  # "stop": the candidate process died or broke the protocol, or pytest did
                 pair.kill()
-                self._end(step, pending, status if status in ("crashed", "error", "failed")
-                          else "error", message)
+                self._end(step, pending, report[1], report[2])
                 return
 
     def _close(self, step: _Step) -> None:
@@ -289,7 +312,7 @@ class Job:
             return
         culprit = self.modules[step.index]
         culprit.status, culprit.message, culprit.done = status, message, True
-        culprit.items = []
+        culprit.restart()
         if step.running:  # modules run before the culprit have finished
             for i in pending:
                 if i == step.index:
@@ -400,7 +423,7 @@ def main(site: str, placeholder_dir: str) -> None:
         except Closed:
             os._exit(0)
         started = time.monotonic()
-        job = Job(msg, forker, cwd, lambda: write_frame(1, {"beat": 1}))
+        job = Job(msg, forker, cwd, lambda: write_frame(1, {"beat": 1}), scratch)
         reply = job.run()
         reply["clean"] = all(_clean(d) for d in scratch)
         reply["busy_s"] = time.monotonic() - started

@@ -1,0 +1,124 @@
+"""The worker's reading of a test process's reports, frame by frame, trusting none of them.
+
+A test process (T) runs test code, so everything it writes on its report pipe may be forged:
+a test module's body can write any bytes there. A session's reports therefore speak only for
+the modules that session runs (a test string that is not trusted runs alone, so its reports
+can speak for itself only), and each frame is checked for its shape, its types and its size
+before anything of it is kept (``parse``). A frame that fails the check is charged to the
+module the session was at, as ``error``, with what was wrong.
+
+What is kept of a module is bounded (``Module``): its first items up to a byte budget, and
+after that only the items that decide its verdict (``verdicts.verdict``: the first item, the
+first failed or errored one, a passed one), so a module that reports a million items gets the
+verdict those items give and the reply to the host stays small.
+
+Stdlib-only: the jail runs it.
+"""
+
+from __future__ import annotations
+
+from .verdicts import MODULE_ITEM, ItemResult, short
+
+MAX_FRAME = 64 << 10       # one report frame: an item's name and message are cut far below
+MAX_FRAMES = 200_000       # report frames one session may send
+MAX_JOB_ITEM_BYTES = 24 << 20  # item reports kept per job, shared out evenly by module
+MIN_MODULE_BYTES = 8 << 10
+STOPS = ("poison", "interrupted", "internal")
+PHASES = ("load", "collect", "run")
+CHARGEABLE = ("crashed", "error", "failed")
+
+
+class Malformed(ValueError):
+    """A report frame that no test process of this judge sends."""
+
+
+def parse(frame: object, allowed: frozenset[int]) -> tuple:
+    """One report frame, checked: ``("done",)``, ``("phase", index, what)``,
+    ``("item", index, ItemResult)``, ``("body", index, bool)`` or ``("stop", status,
+    message)``. ``allowed`` are the module indices this session runs; a frame about any other
+    module, or of any other shape, raises ``Malformed``."""
+    if type(frame) is not list or not frame or type(frame[0]) is not str:
+        raise Malformed("a report that is not a list headed by its kind")
+    kind = frame[0]
+    if kind == "done" and len(frame) == 1:
+        return ("done",)
+    if kind in STOPS:
+        return _stop(frame)
+    if len(frame) != 3:
+        raise Malformed(f"a {short(kind, 40)!r} report of {len(frame)} fields")
+    index = frame[1]
+    if type(index) is not int or not (index in allowed or (kind == "phase" and index == -1)):
+        raise Malformed(f"a {short(kind, 40)!r} report about module {short(index, 40)}, "
+                        "which this session does not run")
+    value = frame[2]
+    if kind == "phase" and value in PHASES:
+        return ("phase", index, value)
+    if kind == "body" and type(value) is bool:
+        return ("body", index, value)
+    if kind == "item":
+        try:
+            return ("item", index, ItemResult.from_list(value))
+        except ValueError:
+            raise Malformed("an item report of the wrong shape") from None
+    raise Malformed(f"a {short(kind, 40)!r} report with a value of the wrong kind")
+
+
+def _stop(frame: list) -> tuple:
+    """``poison`` (``[kind, index, status, message]``) or ``interrupted``/``internal``
+    (``[kind, index, message]``): the session ends with the module at hand charged."""
+    if frame[0] == "poison" and len(frame) == 4 and type(frame[3]) is str:
+        status = frame[2] if frame[2] in CHARGEABLE else "error"
+        return ("stop", status, short(frame[3]))
+    if frame[0] != "poison" and len(frame) == 3 and type(frame[2]) is str:
+        return ("stop", "error", short(frame[2]))
+    raise Malformed(f"a {frame[0]!r} report of the wrong shape")
+
+
+class Module:
+    """What the worker learned of one test module."""
+
+    def __init__(self, budget: int):
+        self.budget = budget  # bytes of item reports kept beyond the deciding ones
+        self.items: list[list] = []
+        self.size = 0
+        self.decided: set[str] = set()  # which deciding roles a kept item already plays
+        self.body = False
+        self.status: str | None = None
+        self.message = ""
+        self.duration = 0.0
+        self.done = False
+
+    def restart(self) -> None:
+        """A fresh session collects the module again: what an earlier one reported goes."""
+        self.items, self.size, self.decided, self.body = [], 0, set(), False
+
+    def add(self, item: ItemResult) -> None:
+        roles = self._roles(item)
+        data = item.to_list()
+        size = len(data[0]) + len(data[4]) + 32
+        if self.size + size <= self.budget or roles - self.decided:
+            self.items.append(data)
+            self.size += size
+            self.decided |= roles
+
+    def _roles(self, item: ItemResult) -> set[str]:
+        """The parts an item can play in ``verdicts.verdict``: the module's first item (the
+        message of an all-skipped module), its failed collection, its first failing item, or
+        one that passed."""
+        roles = set() if self.items else {"first"}
+        if item.name == MODULE_ITEM and item.outcome == "error":
+            roles.add("collection")
+        if item.outcome in ("failed", "error"):
+            roles.add("failing")
+        elif item.outcome == "passed":
+            roles.add("passed")
+        return roles
+
+    def reply(self) -> dict:
+        return {"items": self.items, "body": self.body, "status": self.status,
+                "msg": self.message[:400], "dur": round(self.duration, 6)}
+
+
+def module_budget(modules: int) -> int:
+    """Bytes of item reports kept per module of a job of ``modules`` test modules."""
+    return max(MIN_MODULE_BYTES, MAX_JOB_ITEM_BYTES // max(modules, 1))

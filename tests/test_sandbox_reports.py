@@ -1,0 +1,82 @@
+"""The worker's reading of a test process's reports (``sandbox.jailside.reports``): every frame
+is checked for shape, types and the modules it may speak for, and what is kept of a module is
+bounded while keeping every item its verdict depends on."""
+
+from __future__ import annotations
+
+import pytest
+
+from sandbox.jailside.reports import Malformed, Module, module_budget, parse
+from sandbox.jailside.verdicts import MODULE_ITEM, ItemResult, verdict
+
+ITEM = ["test_x", "passed", False, False, ""]
+ALLOWED = frozenset({2})
+
+
+@pytest.mark.parametrize("frame, parsed", [
+    (["done"], ("done",)),
+    (["phase", -1, "load"], ("phase", -1, "load")),
+    (["phase", 2, "run"], ("phase", 2, "run")),
+    (["body", 2, True], ("body", 2, True)),
+    (["item", 2, ITEM], ("item", 2, ItemResult.from_list(ITEM))),
+    (["poison", 2, "crashed", "it died"], ("stop", "crashed", "it died")),
+    (["poison", 2, "passed", "it died"], ("stop", "error", "it died")),
+    (["internal", 2, "pytest broke"], ("stop", "error", "pytest broke")),
+])
+def test_the_frames_a_test_process_sends_are_read(frame, parsed):
+    assert parse(frame, ALLOWED) == parsed
+
+
+@pytest.mark.parametrize("frame", [
+    None, [], {"done": 1}, [1, 2, 3], ["done", 1],
+    ["item", 3, ITEM],                 # a module this session does not run
+    ["item", -1, ITEM], ["body", -1, True],
+    ["item", 2.0, ITEM], ["item", True, ITEM], ["phase", "2", "run"],
+    ["item", 2, ITEM[:4]], ["item", 2, ["x", "won", False, False, ""]],
+    ["item", 2, ["x", "passed", 0, False, ""]], ["item", 2, {"name": "x"}],
+    ["body", 2, 1], ["phase", 2, "finish"], ["phase", 2, "run", "extra"],
+    ["poison", 2, "crashed"], ["poison", 2, "crashed", 7], ["internal", 2, None],
+    ["unknown", 2, 0],
+])
+def test_any_other_frame_is_refused_by_name(frame):
+    with pytest.raises(Malformed):
+        parse(frame, ALLOWED)
+
+
+def _item(name: str, outcome: str, message: str = "") -> ItemResult:
+    return ItemResult(name, outcome, outcome == "failed", False, message)
+
+
+@pytest.mark.parametrize("late", ["failed", "error", "passed"])
+def test_a_module_past_its_budget_keeps_what_decides_its_verdict(late):
+    bounded, full = Module(budget=2000), []
+    first = "skipped" if late == "passed" else "passed"
+    for i in range(5000):
+        item = _item(f"test_many[{i}]", first, "x" * 40)
+        bounded.add(item)
+        full.append(item)
+    last = _item("test_many[5000]", late, "the one that decides")
+    bounded.add(last)
+    full.append(last)
+    kept = [ItemResult.from_list(i) for i in bounded.items]
+    assert len(kept) < 100
+    assert verdict(kept, False) == verdict(full, False)
+    assert last in kept
+
+
+def test_a_failed_collection_is_always_kept():
+    module = Module(budget=0)
+    module.add(_item(MODULE_ITEM, "error", "boom"))
+    assert module.items == [[MODULE_ITEM, "error", False, False, "boom"]]
+
+
+def test_a_restarted_module_forgets_what_it_was_told():
+    module = Module(budget=100)
+    module.add(_item("test_a", "passed"))
+    module.body = True
+    module.restart()
+    assert (module.items, module.body, module.size) == ([], False, 0)
+
+
+def test_the_budget_is_shared_out_by_module_count_with_a_floor():
+    assert module_budget(1) > module_budget(100) > module_budget(4096) == 8 << 10

@@ -8,7 +8,10 @@ A job ``(code, tests)`` is judged as this layout, run by real pytest in one sess
   ``from solution import <names>`` binds them (``exported_names``): the names in ``__all__``
   when the candidate defines one, else every name not starting with ``_``, leaving out the
   names of builtins (a candidate's own ``len`` or ``sorted`` never replaces the real one in
-  a test, so an expected value stays the test's own);
+  a test, so an expected value stays the test's own) and every name pytest reads from a test
+  module (``pytest_is_read``): the candidate's public surface reaches the tests, never
+  pytest, whose collection would otherwise run the candidate's ``test_*`` functions as tests,
+  load its ``pytest_plugins`` or obey its ``pytestmark`` and ``__test__``;
 - the session runs the test modules in order with ``plugin.PYTEST_ARGS``.
 
 ``header_source`` writes that binding as a line of Python for the same layout on disk (the
@@ -24,6 +27,11 @@ import builtins
 
 MODULE = "solution"
 _BUILTIN_NAMES = frozenset(dir(builtins))
+# Module-level names pytest (9.x, default ini) reads from a test module besides its tests:
+# xunit-style module and function setup, marks, and plugin declarations.
+_PYTEST_MODULE_NAMES = frozenset({"setup_module", "setUpModule", "teardown_module",
+                                  "tearDownModule", "setup_function", "teardown_function",
+                                  "pytestmark"})
 
 
 def test_file(index: int) -> str:
@@ -58,8 +66,17 @@ def exported_names(namespace: dict) -> list[str]:
     if isinstance(declared, list | tuple) and all(type(n) is str for n in declared):
         names = [n for n in dict.fromkeys(declared) if n in namespace]
     else:
-        names = [n for n in namespace if type(n) is str and not n.startswith("_")]
-    return [n for n in names if n not in _BUILTIN_NAMES and n.isidentifier()]
+        names = [n for n in namespace if type(n) is str]
+    return [n for n in names if not n.startswith("_") and n not in _BUILTIN_NAMES
+            and n.isidentifier() and not pytest_is_read(n)]
+
+
+def pytest_is_read(name: str) -> bool:
+    """Whether pytest reads ``name`` from a test module: its default ``python_functions``
+    and ``python_classes`` prefixes (``test``, ``Test``: collected as tests), hooks and plugin
+    lists (``pytest_*``), and the module-level setup and mark names. Dunder names (``__test__``,
+    ``__builtins__``) never leave the candidate: they start with ``_``."""
+    return (name.startswith(("test", "Test", "pytest")) or name in _PYTEST_MODULE_NAMES)
 
 
 def header_source(test: str, names: list[str]) -> str:

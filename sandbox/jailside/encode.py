@@ -163,13 +163,13 @@ class Encoder:
             out = {"N": [self.handle_or_name(t), [self.enc(i, d) for i in x]]}
             self.open.discard(id(x))
             return out
-        kind = self.codec.value_kind(t)
-        if kind is not None:
-            return self._value(x, t, kind, d)
         if isinstance(x, enum.Enum):
             member = self._stdlib_member(x, t, d)
             if member is not None:
                 return member
+        kind = self.codec.value_kind(t)
+        if kind is not None:
+            return self._value(x, t, kind, d)
         name = external_name(x, self.codec.names_callables)
         if name is not None:
             return {"x": name}

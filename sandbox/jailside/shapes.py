@@ -123,6 +123,7 @@ _STDLIB_FILES = frozenset(getattr(m, "__file__", None) for m in (enum, collectio
 _ENUM_PLAIN = frozenset({"_generate_next_value_", "_order_", "_ignore_"})
 _DATA = (int, float, str, bool, type(None))
 _VALUE_CLASSES: dict[type, dict | None] = {}
+_STDLIB_MODULES = frozenset(sys.stdlib_module_names) | {"builtins"}
 
 
 def value_class(cls: type) -> dict | None:
@@ -142,8 +143,8 @@ def value_class(cls: type) -> dict | None:
 
 
 def _classify(cls: type) -> dict | None:
-    if not isinstance(cls, type) or cls.__module__ in ("builtins", "enum"):
-        return None
+    if not isinstance(cls, type) or cls.__module__.partition(".")[0] in _STDLIB_MODULES:
+        return None  # the standard library's own: by name (``encode``) or as a handle
     if issubclass(cls, enum.Enum):
         return _classify_enum(cls)
     own = [k for k in cls.__mro__ if k.__module__ != "builtins"]

@@ -196,3 +196,88 @@ def test_next_on_a_candidate_iterator_still_ends_iteration():
     """
     result = outcome(code, test)
     assert result.status == "passed", result
+
+
+# ----- value classes: what the candidate says about them grants nothing ----------------------
+def test_a_value_class_compares_as_its_builtin_type_whatever_it_defines():
+    # A subclass that overrides ``__eq__`` stays a handle (identity against the test's values);
+    # one that crosses as a value compares as ``int``/``str``/``tuple`` do, never by its code.
+    code = """
+        from enum import Enum
+        from typing import NamedTuple
+
+        class Liar(int):
+            def __eq__(self, other):
+                return True
+            __hash__ = int.__hash__
+
+        class Shade(str, Enum):
+            RED = "red"
+
+        class Pair(NamedTuple):
+            a: int
+            b: int
+            def total(self):
+                return self.a + self.b
+
+        def liar():
+            return Liar(1)
+
+        def shade():
+            return Shade.RED
+
+        def pair():
+            return Pair(1, 2)
+    """
+    test = """
+        def test_liar():
+            assert liar() == 2
+
+        def test_shade():
+            assert shade() == "blue"
+
+        def test_pair():
+            assert pair() == (2, 1)
+
+        def test_pair_total():
+            assert pair().total() == 3
+    """
+    result = outcome(code, test)
+    assert [i.outcome for i in result.items] == ["failed", "failed", "failed", "passed"], \
+        result.items
+
+
+def test_methods_of_a_value_class_run_in_the_candidate():
+    code = """
+        class Money(int):
+            def cents(self):
+                return int(self) * 100 + 1   # wrong on purpose
+
+        def money(n):
+            return Money(n)
+    """
+    test = "def test_cents():\n    assert money(2).cents() == 200\n"
+    assert status(code, test) == "failed"
+
+
+def test_a_value_too_deep_to_copy_is_a_clear_error_naming_its_type():
+    code = "def deep(n):\n    x = []\n    for _ in range(n):\n        x = [x]\n    return x\n"
+    test = "def test_deep():\n    assert deep(5000) is not None\n"
+    result = outcome(code, test)
+    assert result.status == "error", result
+    assert "list nested more than" in result.items[0].message
+
+
+def test_a_returned_builtin_is_the_candidates_object_not_the_tests():
+    # Deviation: a builtin the candidate returns is a handle (its name is the candidate's
+    # claim), so it behaves as ``max`` but is not the test's ``max``.
+    code = "def pick():\n    return max\n"
+    test = """
+        def test_calls():
+            assert pick()([1, 3]) == 3
+
+        def test_identity():
+            assert pick() is max
+    """
+    result = outcome(code, test)
+    assert [i.outcome for i in result.items] == ["passed", "failed"], result.items

@@ -35,7 +35,7 @@ from pathlib import Path
 from .layout import MODULE, test_index, test_path
 from .plugin import PYTEST_ARGS, make_recorder
 from .rpc import Endpoint, Fatal
-from .verdicts import ItemResult, has_body
+from .verdicts import ItemResult, tree_has_body
 from .wire import write_frame
 
 MAX_FROM_CANDIDATE = 16 << 20  # bytes in one frame from C (a bigger answer fails the test)
@@ -77,13 +77,13 @@ class Report:
         os._exit(0)
 
 
-def job_files_only(root: str):
+def job_files_only(root: str, wanted):
     """A pytest plugin: the placeholder files (and folders) that are not this job's test
-    modules are not collected. pytest lists the folder of every path it is given and offers
-    each sibling to ``pytest_ignore_collect`` (the job's own files, its initial paths, never
-    are); here those siblings are not part of the run, as they would not exist in a folder
-    holding only the job's files, so they are ignored at once, before pytest's own (slower)
-    checks and before a ``Module`` is made for each."""
+    modules are not collected. pytest is given the folders that hold the job's modules
+    (``job_folders``) and offers every entry it lists there to ``pytest_ignore_collect``;
+    the placeholders that are not the job's (``wanted()`` is the set of its paths) would not
+    exist in a folder holding only the job's files, so they are ignored at once, before
+    pytest's own (slower) checks and before a ``Module`` is made for each."""
     import pytest  # jail-side: pytest is imported only in the fork server (module docstring)
 
     prefix = root.rstrip("/") + "/"
@@ -91,9 +91,18 @@ def job_files_only(root: str):
     class JobFilesOnly:
         @pytest.hookimpl(tryfirst=True)
         def pytest_ignore_collect(self, collection_path, config):
-            return True if str(collection_path).startswith(prefix) else None
+            path = str(collection_path)
+            return True if path.startswith(prefix) and path not in wanted() else None
 
     return JobFilesOnly()
+
+
+def job_folders(paths: list[str]) -> list[str]:
+    """The folders holding ``paths``, in order: pytest's arguments for a job. Given each
+    module's own path, pytest would list and collect its folder once per module (a job of
+    n modules in one folder makes n * n ``Module`` nodes); given the folders, once each, in
+    the sorted order of their files, which is the job's order (``layout.test_path``)."""
+    return list(dict.fromkeys(str(Path(p).parent) for p in paths))
 
 
 def warm_imports() -> None:
@@ -129,7 +138,8 @@ def prepare(placeholder_dir: str) -> None:
     first = str(Path(placeholder_dir) / test_path(0))
     config = _prepareconfig([*PYTEST_ARGS, "--rootdir", placeholder_dir,
                              "--confcutdir", placeholder_dir, first],
-                            plugins=[recorder, job_files_only(placeholder_dir)])
+                            plugins=[recorder, job_files_only(placeholder_dir,
+                                                              lambda: _STATE["sources"])])
     session = Session.from_config(config)
     session.exitstatus = 0
     config._do_configure()
@@ -147,11 +157,15 @@ def _import_path(path, *, mode, root, consider_namespace_packages):
                                   consider_namespace_packages=consider_namespace_packages)
     index, source = entry
     report: Report = _STATE["sink"]["report"]
-    report.send(["body", index, has_body(source)])
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except BaseException:  # pytest reports it (a SyntaxError: the test is ``invalid``)
+        report.send(["body", index, False])
+        raise
+    report.send(["body", index, tree_has_body(tree)])
     name = Path(path).stem
     module = types.ModuleType(name)
     module.__file__ = str(path)
-    tree = ast.parse(source, filename=str(path))
     _STATE["rewrite"](tree, source.encode("utf-8", "surrogatepass"), str(path),
                       _STATE["config"])
     code = compile(tree, str(path), "exec", dont_inherit=True)
@@ -288,7 +302,7 @@ def test_main(msg: dict, out_fd: int, from_cand: int, to_cand: int) -> None:
     folder = Path(_STATE["dir"])
     _STATE["sources"] = {str(folder / test_path(i)): (i, src) for i, src in msg["tests"]}
     config, session = _STATE["config"], _STATE["session"]
-    config.args = list(_STATE["sources"])
+    config.args = job_folders(list(_STATE["sources"]))
     try:
         config.hook.pytest_collection(session=session)
         config.hook.pytest_runtestloop(session=session)

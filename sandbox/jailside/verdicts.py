@@ -102,6 +102,11 @@ def has_body(source: str) -> bool:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
+    return tree_has_body(tree)
+
+
+def tree_has_body(tree: ast.Module) -> bool:
+    """``has_body`` of a module already parsed."""
     for node in tree.body:
         if isinstance(node, _DEFINITIONS):
             continue

@@ -31,7 +31,7 @@ from .shapes import (
     VALUE_BASES,
     rebuild_set,
 )
-from .stdnames import behaves, claimable, resolve_external
+from .stdnames import claimable, inert, resolve_external
 
 
 class Decoder:
@@ -304,9 +304,13 @@ def _dec_external(s, v, d):
     if type(v) is not list or len(v) != 2:
         raise ValueError("malformed external name")
     obj = resolve_external(v[0], v[1])
-    if not s.codec.trusts_peer and not s.structural and behaves(obj):
-        raise ValueError(f"a function or class named {v[0]}.{v[1]} by the candidate process "
-                         "(they travel as handles)")
+    if s.codec.trusts_peer:
+        return obj
+    if s.structural and isinstance(obj, type):  # a class's base: shapes its mirror only
+        return obj
+    if not inert(obj):
+        raise ValueError(f"{v[0]}.{v[1]} named by the candidate process (only modules, "
+                         "exception classes and typing's forms are taken by name from it)")
     return obj
 
 
@@ -560,8 +564,10 @@ def build_exception(cls: type, args: tuple, attrs: dict, text: str) -> BaseExcep
     except Exception:
         pass
     for key, value in attrs.items():
-        if isinstance(key, str) and (not key.startswith("__")
-                                     or key == "__notes__" and type(value) is list):
+        # Never over a method of the class here (``with_traceback``, ``add_note``): the
+        # peer's attributes are data, and the class's methods stay this process's own.
+        if isinstance(key, str) and not callable(getattr(cls, key, None)) \
+                and (not key.startswith("__") or key == "__notes__" and type(value) is list):
             try:
                 setattr(exc, key, value)
             except Exception:

@@ -53,6 +53,20 @@ def behaves(obj: object) -> bool:
     return callable(obj)
 
 
+def inert(obj: object) -> bool:
+    """Whether ``obj``, named by the candidate process, may stand for itself in the test
+    process: a module, an exception class (which a test only raises or matches), or one of
+    ``typing``'s inert forms or type variables (a hint). Nothing else is taken by name from
+    it: a named *value* could be anything of the test process's standard library, among
+    them objects that behave (``unittest.mock.ANY`` equals everything, so ``f(2) == 4``
+    would hold for any ``f``); the candidate's values travel as copies or handles."""
+    if isinstance(obj, type(sys)):
+        return True
+    if isinstance(obj, type):
+        return issubclass(obj, BaseException)
+    return _INERT.get(id(obj)) is obj or type(obj) is typing.TypeVar
+
+
 def external_name(obj: object, callables: bool = True) -> list | None:
     """``[module, qualname]`` when ``obj`` is an importable object of the standard library
     (the same object the receiver gets by importing it), else None. Only modules, classes,

@@ -281,3 +281,38 @@ def test_a_returned_builtin_is_the_candidates_object_not_the_tests():
     """
     result = outcome(code, test)
     assert [i.outcome for i in result.items] == ["passed", "failed"], result.items
+
+
+# ----- names the candidate process forges ----------------------------------------------------
+# The candidate rewrites its own process's encoder to send a standard-library name where its
+# value should be: the test process takes by name only modules, exception classes and
+# ``typing``'s forms, so an object that equals everything (``unittest.mock.ANY``) never stands
+# in for a result.
+FORGED_NAME = """
+    import sys
+
+    _MARK = object()
+    for _name, _mod in list(sys.modules.items()):
+        if _name.endswith("jailside.encode"):
+            _orig = _mod.Encoder.enc
+
+            def _enc(self, x, depth, _orig=_orig):
+                if x is _MARK:
+                    return {{"x": {name!r}}}
+                return _orig(self, x, depth)
+
+            _mod.Encoder.enc = _enc
+
+
+    def add(a, b):
+        return _MARK
+"""
+FORGED = [["unittest.mock", "ANY"], ["unittest.mock", "DEFAULT"], ["unittest.mock", "sentinel"],
+          ["builtins", "max"], ["decimal", "Decimal"], ["sys", "modules"]]
+
+
+@pytest.mark.parametrize("name", FORGED, ids=[".".join(n) for n in FORGED])
+def test_a_forged_standard_library_name_is_refused(name):
+    test = "def test_add():\n    assert add(2, 2) == 4\n    assert add(1, 2) == 3\n"
+    result = outcome(FORGED_NAME.format(name=name), test)
+    assert result.status in ("failed", "error"), result

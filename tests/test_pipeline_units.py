@@ -15,6 +15,7 @@ from pipeline.scoring import outcomes_from_rows, reward_rows, shuffled_rewards
 from pipeline.update import build_batch
 from problems import load_problems
 from rewards import Mutant
+from sandbox import Trusted
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +63,13 @@ def test_execution_plan_deduplicates_shared_work(add) -> None:
     assert kinds == ["candidate", "candidate", "reference", "mutant"]
     assert len(plan.jobs[2][1]) == 3  # the reference runs each distinct test once
     assert len(plan.jobs[3][1]) == 3  # mutants face every test: what the baseline kills counts
+
+    # The problem's own tests are the trusted ones (one pytest session); the
+    # discriminator's each run alone, against every target.
+    for _, tests in plan.jobs:
+        assert [isinstance(t, Trusted) for t in tests] == [t in add.baseline_tests
+                                                          for t in tests]
+    assert any(isinstance(t, Trusted) for t in plan.jobs[2][1])
 
     rows = execution_rows(suites, plan, run_in_process(plan), mutants)
     by = {(r["sample_idx"], r["test_id"], r["target_id"]): r["status"] for r in rows}

@@ -108,13 +108,15 @@ VALUE_BASES = {"int": int, "float": float, "str": str, "tuple": tuple}
 ENUM_KINDS = {"IntFlag": enum.IntFlag, "IntEnum": enum.IntEnum, "StrEnum": enum.StrEnum,
               "Flag": enum.Flag, "Enum": enum.Enum}  # most derived first
 ENUM_MIXINS = {"object": None, "int": int, "str": str, "float": float}
+# Special methods that go back to the owner: none of them is given a value of the test's to
+# answer about (``__getitem__`` and ``__format__`` get an index or a format). A class with its
+# own arithmetic or ``in`` is no value class: ``pytest.approx`` would compute ``expected -
+# actual`` with the owner's ``__rsub__``, which sees the expected value (a handle is no number
+# to ``approx``).
 FORWARDED = frozenset({
-    "__str__", "__repr__", "__format__", "__len__", "__iter__", "__reversed__",
-    "__contains__", "__getitem__", "__bool__", "__call__", "__int__", "__float__",
-    "__index__", "__round__", "__neg__", "__pos__", "__abs__", "__invert__",
-    *(f"__{p}{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
-                                "matmul", "and", "or", "xor", "lshift", "rshift")
-      for p in ("", "r"))})
+    "__str__", "__repr__", "__format__", "__len__", "__iter__", "__reversed__", "__getitem__",
+    "__bool__", "__int__", "__float__", "__index__", "__neg__", "__pos__", "__abs__",
+    "__invert__"})
 _PLAIN_DUNDERS = frozenset({
     "__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__annotations__",
     "__orig_bases__", "__slots__", "__match_args__", "__parameters__", "__new__", "__init__",

@@ -316,3 +316,27 @@ def test_a_forged_standard_library_name_is_refused(name):
     test = "def test_add():\n    assert add(2, 2) == 4\n    assert add(1, 2) == 3\n"
     result = outcome(FORGED_NAME.format(name=name), test)
     assert result.status in ("failed", "error"), result
+
+
+def test_a_number_subclass_with_its_own_arithmetic_is_no_number_to_approx():
+    # ``approx`` computes ``expected - actual``: the candidate's ``__rsub__`` would see the
+    # expected value and answer 0. Such a class stays a handle, which ``approx`` refuses.
+    code = """
+        class Near(float):
+            def __sub__(self, other):
+                return 0.0
+            def __rsub__(self, other):
+                return 0.0
+            def __abs__(self):
+                return 0.0
+
+        def area(r):
+            return Near(r)
+    """
+    test = """
+        import pytest
+
+        def test_area():
+            assert area(2) == pytest.approx(12.566, rel=1e-3)
+    """
+    assert status(code, test) == "failed"

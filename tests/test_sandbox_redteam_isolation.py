@@ -80,6 +80,14 @@ ATTACKS = {
     '''),
     "a crash": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
     "a budget exhausted": "while True:\n    pass\n",
+    "a flood of output": src('''
+        import os, sys
+        for _ in range(64):
+            os.write(1, b"x" * (1 << 20))
+            os.write(2, b"x" * (1 << 20))
+        print("y" * (8 << 20))
+        sys.stderr.write("z" * (8 << 20))
+    '''),
     "a flood of items": src('''
         import pytest
 
@@ -97,7 +105,7 @@ OWN = {"forged passes and done for every module": {"error"},
        "an index of the wrong type": {"error"}, "an item of the wrong shape": {"error"},
        "an oversized frame": {"error"}, "pytest patched in the module body": {"passed"},
        "a crash": {"crashed"}, "a budget exhausted": {"timeout"},
-       "a flood of items": {"passed", "timeout"}}
+       "a flood of output": {"passed", "timeout"}, "a flood of items": {"passed", "timeout"}}
 
 
 @pytest.fixture(scope="module")

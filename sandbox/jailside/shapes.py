@@ -175,8 +175,10 @@ def _sort_names(klass: type, skip: set, out: dict, members: frozenset = frozense
         if name in members or (name in skip and not _user_code(value)):
             continue
         if name.startswith("__") and name.endswith("__"):
+            if not _user_code(value):  # made by ``enum``/``namedtuple``, or a builtin's own
+                continue
             if name in FORWARDED:
-                if _user_code(value) and name not in out["fw"]:
+                if name not in out["fw"]:
                     out["fw"].append(name)
             elif name not in _PLAIN_DUNDERS:
                 return False

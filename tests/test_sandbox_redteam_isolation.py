@@ -78,6 +78,12 @@ ATTACKS = {
         import _pytest.assertion.rewrite as rewrite
         rewrite.rewrite_asserts = lambda *args, **kwargs: None
     '''),
+    "its own phase reported again, to restart its budgets": FORGE + src('''
+        import sys
+        index = int(sys._getframe().f_globals["__name__"][5:])
+        while True:
+            forge([["phase", index, "run"]])
+    '''),
     "a crash": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
     "a budget exhausted": "while True:\n    pass\n",
     "a flood of output": src('''
@@ -104,6 +110,7 @@ ATTACKS = {
 OWN = {"forged passes and done for every module": {"error"},
        "an index of the wrong type": {"error"}, "an item of the wrong shape": {"error"},
        "an oversized frame": {"error"}, "pytest patched in the module body": {"passed"},
+       "its own phase reported again, to restart its budgets": {"error"},
        "a crash": {"crashed"}, "a budget exhausted": {"timeout"},
        "a flood of output": {"passed", "timeout"}, "a flood of items": {"passed", "timeout"}}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox.jailside.reports import Malformed, Module, module_budget, parse
+from sandbox.jailside.reports import Malformed, Module, Session, module_budget, parse
 from sandbox.jailside.verdicts import MODULE_ITEM, ItemResult, verdict
 
 ITEM = ["test_x", "passed", False, False, ""]
@@ -80,3 +80,22 @@ def test_a_restarted_module_forgets_what_it_was_told():
 
 def test_the_budget_is_shared_out_by_module_count_with_a_floor():
     assert module_budget(1) > module_budget(100) > module_budget(4096) == 8 << 10
+
+
+def test_a_session_refuses_a_phase_reported_again_which_would_restart_its_budgets():
+    session = Session([0, 1])
+    for frame in (["phase", -1, "load"], ["phase", 0, "collect"], ["phase", 1, "collect"],
+                  ["phase", 0, "run"], ["phase", 1, "run"], ["phase", 0, "run"]):
+        session.take(frame)  # a module's run may come back after another module's
+    for again in (["phase", 0, "run"], ["phase", 1, "collect"], ["phase", -1, "load"]):
+        with pytest.raises(Malformed, match="a second"):
+            session.take(again)
+
+
+def test_a_session_refuses_more_frames_than_its_bound(monkeypatch):
+    monkeypatch.setattr("sandbox.jailside.reports.MAX_FRAMES", 3)
+    session = Session([0])
+    for _ in range(3):
+        session.take(["body", 0, True])
+    with pytest.raises(Malformed, match="more than 3"):
+        session.take(["body", 0, True])

@@ -74,6 +74,33 @@ def _stop(frame: list) -> tuple:
     raise Malformed(f"a {frame[0]!r} report of the wrong shape")
 
 
+class Session:
+    """The reports of one session, in order: each frame ``parse``d, at most ``MAX_FRAMES`` of
+    them, and no phase reported twice running. A phase starts a step's budgets, so a test
+    that reported its own phase again and again would never run out of them: the load and a
+    module's collection come once a session, a module's run again only after another
+    module's (pytest may interleave modules' items when it groups them by fixture)."""
+
+    def __init__(self, modules: list[int]):
+        self.allowed = frozenset(modules)
+        self.frames = 0
+        self.phases: set[tuple[int, str]] = set()
+        self.last: tuple[int, str] | None = None
+
+    def take(self, frame: object) -> tuple:
+        self.frames += 1
+        if self.frames > MAX_FRAMES:
+            raise Malformed(f"more than {MAX_FRAMES} reports")
+        report = parse(frame, self.allowed)
+        if report[0] == "phase":
+            phase = report[1:]
+            if phase == self.last or (phase[1] != "run" and phase in self.phases):
+                raise Malformed(f"a second {phase[1]!r} report for module {phase[0]}")
+            self.phases.add(phase)
+            self.last = phase
+        return report
+
+
 class Module:
     """What the worker learned of one test module."""
 

@@ -235,9 +235,8 @@ class Job:
 
     def watch(self, pair: Pair, pending: list[int]) -> None:
         reader = Reader(pair.t_out, [pair.c_log, pair.t_log], max_frame=reports.MAX_FRAME)
-        allowed = frozenset(pending)
+        session = reports.Session(pending)
         step = _Step(-1, pair)
-        frames = 0
         last_beat = time.monotonic()
         while True:
             try:
@@ -262,11 +261,8 @@ class Job:
                     self._end(step, pending, "timeout", verdict)
                     return
                 continue
-            frames += 1
             try:
-                if frames > reports.MAX_FRAMES:
-                    raise Malformed(f"more than {reports.MAX_FRAMES} reports")
-                report = reports.parse(frame, allowed)
+                report = session.take(frame)
             except Malformed as exc:
                 pair.kill()
                 self._end(step, pending, "error", f"the test process sent {exc}")

@@ -7,6 +7,7 @@ Stdlib-only: the jail runs it.
 
 from __future__ import annotations
 
+import array
 import base64
 import collections
 import datetime
@@ -15,6 +16,8 @@ import enum
 import fractions
 import math
 import struct
+import types
+import uuid
 import zoneinfo
 
 from . import proxies
@@ -25,6 +28,7 @@ from .shapes import (
     ENUM_KINDS,
     ENUM_MIXINS,
     FORWARDED,
+    IP_TYPES,
     MAX_DEPTH,
     MAX_HANDLES,
     PATH_TYPES,
@@ -162,7 +166,7 @@ def _dec_set(kind):
 
 
 def _dec_int(s, v, d):
-    if type(v) is not str or len(v) > 100_000:
+    if type(v) is not str or len(v) > 4_000_000:  # hex: linear to read, whatever its size
         raise ValueError("malformed int")
     try:
         return int(v, 16)
@@ -276,6 +280,44 @@ def _dec_zone(s, v, d):
     except (ValueError, KeyError, OSError) as exc:
         raise ValueError(f"the time zone zoneinfo.ZoneInfo({v!r}) is not available here: "
                          f"{type(exc).__name__}") from None
+
+
+def _dec_namespace(s: Decoder, v, d):
+    out = types.SimpleNamespace()
+    s._new(out)
+    for key, value in s.pairs(v, d):
+        if type(key) is not str or key.startswith("__"):
+            raise ValueError("malformed namespace")
+        setattr(out, key, value)
+    return out
+
+
+def _dec_chainmap(s: Decoder, v, d):
+    out = collections.ChainMap()
+    s._new(out)
+    maps = s.seq(v, d)
+    if not maps or not all(type(m) in (dict, collections.Counter, collections.OrderedDict,
+                                       collections.defaultdict) for m in maps):
+        raise ValueError("malformed ChainMap")
+    out.maps[:] = maps
+    return out
+
+
+def _dec_array(s, v, d):
+    if type(v) is not list or len(v) != 2 or v[0] not in array.typecodes \
+            or type(v[1]) is not str:
+        raise ValueError("malformed array")
+    out = array.array(v[0])
+    out.frombytes(base64.b64decode(v[1].encode(), validate=True))
+    return out
+
+
+def _dec_ip(s, v, d):
+    name, text = v
+    cls = {c.__name__: c for c in IP_TYPES}[name]
+    if type(text) is not str or len(text) > 100:
+        raise ValueError("malformed address")
+    return cls(text)
 
 
 def _dec_path(s, v, d):
@@ -610,6 +652,14 @@ _DECODERS = {
     "dz": _dec_scalar("datetime", _dec_clock),
     "tz": _dec_scalar("timezone", _dec_timezone),
     "zi": _dec_zone,
+    "uu": _dec_scalar("UUID", lambda s, v, d: uuid.UUID(hex=v) if type(v) is str
+                      and len(v) == 32 else uuid.UUID("x")),
+    "ar": _dec_scalar("array", _dec_array),
+    "ip": _dec_scalar("address", _dec_ip),
+    "sn": _dec_namespace,
+    "cm": _dec_chainmap,
+    "mp": _dec_scalar("mappingproxy", lambda s, v, d: types.MappingProxyType(
+        s.mapping({}, v, d))),
     "td": _dec_scalar("timedelta", lambda s, v, d: datetime.timedelta(*v)
                       if all(type(i) is int for i in v) else datetime.timedelta("x")),
     "P": _dec_scalar("path", _dec_path),

@@ -7,6 +7,7 @@ Stdlib-only: the jail runs it.
 
 from __future__ import annotations
 
+import array
 import base64
 import collections
 import datetime
@@ -16,10 +17,12 @@ import fractions
 import math
 import struct
 import types
+import uuid
 import zoneinfo
 
 from .shapes import (
     DICT_VIEWS,
+    IP_TYPES,
     MAX_DEPTH,
     OUTLINE,
     PATH_TYPES,
@@ -147,6 +150,8 @@ class Encoder:
             ref = self._container(x)
             return ref if ref is not None else {"ba": base64.b64encode(x).decode()}
         special = _SPECIAL.get(t)
+        if special is None and not self.codec.names_callables:
+            special = _FROM_CANDIDATE.get(t)
         if special is not None:
             return special(self, x, d)
         if isinstance(x, BaseException):
@@ -362,4 +367,33 @@ _SPECIAL = {
     datetime.timezone: _enc_timezone,
     zoneinfo.ZoneInfo: _enc_zone,
     datetime.timedelta: lambda s, x, d: {"td": [x.days, x.seconds, x.microseconds]},
+    uuid.UUID: lambda s, x, d: {"uu": x.hex},
+    array.array: lambda s, x, d: {"ar": [x.typecode, base64.b64encode(x.tobytes()).decode()]},
+    **{cls: (lambda s, x, d: {"ip": [type(x).__name__, str(x)]}) for cls in IP_TYPES},
+}
+
+
+def _enc_namespace(s: Encoder, x, d: int) -> object:
+    ref = s._container(x)
+    if ref is not None:
+        return ref
+    return {"sn": [[k, s.enc(v, d)] for k, v in vars(x).items() if type(k) is str]}
+
+
+def _enc_chainmap(s: Encoder, x, d: int) -> object:
+    if not all(type(m) in _PLAIN_MAPS for m in x.maps):
+        return s.handle(x)
+    ref = s._container(x)
+    return ref if ref is not None else {"cm": [s.enc(m, d) for m in x.maps]}
+
+
+_PLAIN_MAPS = (dict, collections.Counter, collections.OrderedDict, collections.defaultdict)
+
+# Copies of mutable standard-library objects the candidate returns. The test's own travel to
+# the candidate as handles, so that what the candidate changes in them is changed in the
+# test's object, as in one process.
+_FROM_CANDIDATE = {
+    types.SimpleNamespace: _enc_namespace,
+    collections.ChainMap: _enc_chainmap,
+    types.MappingProxyType: lambda s, x, d: {"mp": s.items(x, d)},
 }

@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import enum
 import inspect
+import ipaddress
 import pathlib
 import sys
 
@@ -18,6 +19,8 @@ OUTLINE = 100            # JSON nesting of one piece of a value (see ``encode``)
 MAX_HANDLES = 200_000    # objects one side may hand out in a session
 PATH_TYPES = (pathlib.PosixPath, pathlib.PurePosixPath, pathlib.Path, pathlib.PurePath)
 DICT_VIEWS = (type({}.keys()), type({}.values()), type({}.items()))
+IP_TYPES = (ipaddress.IPv4Address, ipaddress.IPv6Address, ipaddress.IPv4Network,
+            ipaddress.IPv6Network, ipaddress.IPv4Interface, ipaddress.IPv6Interface)
 
 
 class TooDeep(Exception):

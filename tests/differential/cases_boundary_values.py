@@ -856,6 +856,114 @@ STD_VALUE_TESTS = {
     """,
 }
 
+MORE_VALUES = {
+    "ok": """
+        import array
+        import ipaddress
+        import uuid
+        from collections import ChainMap
+        from types import MappingProxyType, SimpleNamespace
+
+
+        def config(**kw):
+            return SimpleNamespace(debug=False, **kw)
+
+
+        def layered(user, defaults):
+            return ChainMap(user, defaults)
+
+
+        def frozen(d):
+            return MappingProxyType(dict(d))
+
+
+        def ident(text):
+            return uuid.UUID(text)
+
+
+        def network(cidr):
+            return ipaddress.ip_network(cidr)
+
+
+        def samples(xs):
+            return array.array("d", xs)
+    """,
+    "wrong": """
+        import array
+        import ipaddress
+        import uuid
+        from collections import ChainMap
+        from types import MappingProxyType, SimpleNamespace
+
+
+        def config(**kw):
+            return SimpleNamespace(**kw)
+
+
+        def layered(user, defaults):
+            return ChainMap(defaults, user)
+
+
+        def frozen(d):
+            return MappingProxyType({})
+
+
+        def ident(text):
+            return uuid.uuid4()
+
+
+        def network(cidr):
+            return ipaddress.ip_network("10.0.0.0/8")
+
+
+        def samples(xs):
+            return array.array("f", xs[:1])
+    """,
+}
+MORE_TESTS = {
+    "objects": """
+        from collections import ChainMap
+        from types import SimpleNamespace
+
+
+        def test_namespace():
+            c = config(level=3)
+            assert c == SimpleNamespace(debug=False, level=3)
+            assert c.level == 3 and not c.debug
+
+
+        def test_chainmap():
+            got = layered({"a": 1}, {"a": 0, "b": 2})
+            assert got["a"] == 1 and got["b"] == 2
+            assert got == {"a": 1, "b": 2}
+            assert isinstance(got, ChainMap)
+
+
+        def test_mappingproxy():
+            assert frozen({"k": 1})["k"] == 1
+            assert dict(frozen({"k": 1})) == {"k": 1}
+    """,
+    "scalars": """
+        import array
+        import ipaddress
+        import uuid
+
+
+        def test_uuid_and_network():
+            text = "12345678-1234-5678-1234-567812345678"
+            assert ident(text) == uuid.UUID(text)
+            assert ident(text).version == 5 or ident(text).hex.startswith("1234")
+            assert network("192.168.0.0/16") == ipaddress.IPv4Network("192.168.0.0/16")
+            assert ipaddress.ip_address("192.168.3.4") in network("192.168.0.0/16")
+
+
+        def test_array():
+            got = samples([1.5, 2.5])
+            assert got == array.array("d", [1.5, 2.5])
+            assert got.typecode == "d" and sum(got) == 4.0
+    """,
+}
+
 PAIRS = (family("bv-std-enums", STD_ENUMS, STD_ENUM_TESTS)
          + family("bv-own-enums", OWN_ENUMS, OWN_ENUM_TESTS)
          + family("bv-callables", CALLABLES, CALLABLE_TESTS)
@@ -863,4 +971,5 @@ PAIRS = (family("bv-std-enums", STD_ENUMS, STD_ENUM_TESTS)
          + family("bv-subclasses", SUBCLASSES, SUBCLASS_TESTS)
          + family("bv-exceptions", EXCEPTIONS, EXCEPTION_TESTS)
          + family("bv-big", BIG_VALUES, BIG_TESTS)
-         + family("bv-std-values", STD_VALUES, STD_VALUE_TESTS))
+         + family("bv-std-values", STD_VALUES, STD_VALUE_TESTS)
+         + family("bv-more-values", MORE_VALUES, MORE_TESTS))

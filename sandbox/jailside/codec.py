@@ -7,27 +7,47 @@ hostile peer writes, decoding is a total, strict function bounded by the frame s
 ``MAX_DEPTH``.
 
 What crosses as a copy (a *value*), by exact type (``type(x) is ...``; subclasses never):
-``None``, ``bool``, ``int``, ``float``, ``complex``, ``str``, ``bytes``, ``bytearray``, ``list``,
-``tuple``, ``dict``, ``set``, ``frozenset``, ``range``, ``slice``, ``Ellipsis``,
-``collections.Counter``/``OrderedDict``/``defaultdict``/``deque``, ``namedtuple`` instances,
-``fractions.Fraction``, ``decimal.Decimal``, ``datetime`` values, ``pathlib`` paths, dict views
-and exceptions (class, ``args``, plain attributes, ``__notes__``, the fields builtin classes
-keep in slots such as ``OSError.filename``, ``str``, cause). Shared and cyclic structure is
-kept: a container met twice is sent once and referenced after (pre-order numbering), so
-``f(a, a)`` sees one list twice and ``[row] * 3`` stays aliased; a NaN is numbered so too
-(``[nan] == [nan]`` holds by identity only), and ``math.nan`` arrives as the receiver's. A
-set is rebuilt in the iteration order it had (CPython's set order depends on its table's
-history; where the rebuilt set cannot be laid out the same way, its content is exact and its
-order may differ).
+``None``, ``bool``, ``int`` (any size), ``float``, ``complex``, ``str``, ``bytes``,
+``bytearray``, ``list``, ``tuple``, ``dict``, ``set``, ``frozenset``, ``range``, ``slice``,
+``Ellipsis``, ``collections.Counter``/``OrderedDict``/``defaultdict``/``deque``, ``namedtuple``
+instances, ``fractions.Fraction``, ``decimal.Decimal``, ``datetime`` values (with their
+``timezone`` or ``zoneinfo.ZoneInfo`` and fold), ``uuid.UUID``, ``ipaddress`` values,
+``array.array``, ``pathlib`` paths, dict views, members of the standard library's ``Enum``s
+(looked up in the receiver's own class) and exceptions (class, ``args``, plain attributes,
+``__notes__``, the fields builtin classes keep in slots such as ``OSError.filename``, the
+public class attributes and properties of the candidate's own exception classes, ``str``,
+cause). From the candidate only (the test's own go as handles, so that the candidate's
+changes reach them): ``types.SimpleNamespace``, ``collections.ChainMap``, ``mappingproxy``.
+
+The candidate's *value classes* (``shapes.value_class``: subclasses of ``int``, ``float``,
+``str``, ``tuple`` including ``NamedTuple``s with methods, and ``Enum``s of plain data, that
+define no comparison, hashing or arithmetic of their own) cross as values too, in a class the
+test process builds itself from the builtin type (``decode``): their comparisons are the
+builtin type's own, their methods and properties go back to the candidate. Its
+``list``/``dict``/``set`` subclasses stay handles and compare with the test's plain values by
+content. Shared and cyclic structure is kept: a container met twice is sent once and
+referenced after (pre-order numbering), so ``f(a, a)`` sees one list twice and ``[row] * 3``
+stays aliased; a NaN is numbered so too (``[nan] == [nan]`` holds by identity only), and
+``math.nan`` arrives as the receiver's. A set is rebuilt in the iteration order it had
+(CPython's set order depends on its table's history; where the rebuilt set cannot be laid
+out the same way, its content is exact and its order may differ). A value nests up to
+``MAX_DEPTH`` levels (in pieces of ``OUTLINE`` levels of JSON, see ``encode``); a deeper one
+cannot cross, and the call carrying it fails naming its type (``TooDeep``).
 
 What crosses by reference (a *handle*): everything else, i.e. functions, classes, instances of
-the candidate's classes (dataclasses included), generators and other iterators, and values too
-deep to copy. The owner keeps the object; the other side holds a proxy (``mirror``) whose
-calls, attribute reads and operations go back to the owner; the proxy of a function or class
-has its annotations (``hints``). A handle sent back to its owner decodes to the owner's own
-object. Objects of the standard library that can be named (``math``, ``math.gcd``,
-``collections.Counter``, ``typing.List``) cross as that name and resolve to the receiver's
-own copy of them (from the candidate process, only where that is safe: see ``Codec``).
+the candidate's classes (dataclasses included), generators and other iterators. The owner
+keeps the object; the other side holds a proxy (``mirror``) whose calls, attribute reads and
+operations go back to the owner; the proxy of a function or class has its annotations
+(``hints``). A handle sent back to its owner decodes to the owner's own object. Objects of the
+standard library that can be named (``math``, ``math.gcd``, ``collections.Counter``,
+``typing.List``) cross as that name and resolve to the receiver's own copy of them (from the
+candidate process, only modules, exception classes and ``typing``'s inert forms: see
+``Codec``).
+
+Nothing the candidate process says about a type is taken at its word: a name resolves only to
+what cannot behave (``stdnames.inert``), a proxy answers ``isinstance`` for a
+standard-library class only where that grants nothing (``stdnames.claimable``), and every
+value is rebuilt by the test process from data, in types it picks by tag from its own tables.
 
 The parts: ``encode`` and ``decode`` (one value each way), ``shapes`` (what both share:
 limits, set order, namedtuple classes), ``stdnames`` (standard-library names), ``hints``
@@ -62,13 +82,14 @@ class Codec:
         self.make_proxy, self.revisit = make_proxy, revisit
         self._mirror_ref_of = peer_ref_of
         # A standard-library name from the candidate process is a claim the candidate
-        # controls (it can set ``gcd.__module__ = "math"`` on its own ``gcd``): taken at its
-        # word, the test would run the real ``math.gcd`` and never the candidate's. So the
-        # test process (``trusts_peer=False``) accepts such names only for what does not
-        # ``behave`` (modules, values, exception classes, ``typing``'s special forms that
-        # cannot be called; classes also in annotations, see ``hints``), and the candidate
-        # process names nothing that behaves: its functions and classes always travel as
-        # handles, so every call runs the candidate's own object, whatever it is called.
+        # controls (it can set ``gcd.__module__ = "math"`` on its own ``gcd``, or write any
+        # name into its own frames): taken at its word, the test would run the real
+        # ``math.gcd`` and never the candidate's, or hold ``unittest.mock.ANY``, which equals
+        # everything. So the test process (``trusts_peer=False``) accepts such names only for
+        # modules, exception classes and ``typing``'s inert forms (``stdnames.inert``;
+        # classes also in annotations, see ``hints``), and the candidate process names
+        # nothing that behaves: its functions and classes always travel as handles, so every
+        # call runs the candidate's own object, whatever it is called.
         self.trusts_peer = trusts_peer
         self.names_callables = not trusts_peer
         self.objects: list = []            # ref -> our object handed out

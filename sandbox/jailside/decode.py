@@ -1,6 +1,8 @@
 """Rebuilding one value from the data ``encode`` wrote (the format is ``codec``'s): fresh
 objects of exactly the sent types, or ``ValueError``. Whatever a hostile peer writes, decoding
-is a total, strict function bounded by the frame size and ``MAX_DEPTH``.
+is a total, strict function bounded by the frame size and ``MAX_DEPTH``; every type is picked
+here, by tag, from this module's own tables, and what comes from the candidate process is
+checked to be well-formed data of that type (never taken for a type by a name it sends).
 
 Stdlib-only: the jail runs it.
 """

@@ -340,3 +340,43 @@ def test_a_number_subclass_with_its_own_arithmetic_is_no_number_to_approx():
             assert area(2) == pytest.approx(12.566, rel=1e-3)
     """
     assert status(code, test) == "failed"
+
+
+def test_a_forged_value_class_description_grants_no_comparison():
+    # The candidate makes its own process describe a class with ``__eq__``/``__rsub__`` as a
+    # value class forwarding them: the test process builds its copy from ``int`` and forwards
+    # only the special methods it lists itself, so equality and arithmetic stay ``int``'s.
+    code = """
+        import sys
+
+        class Liar(int):
+            def __eq__(self, other):
+                return True
+            def __rsub__(self, other):
+                return 0
+            __hash__ = int.__hash__
+
+        _FORGED = {"k": "int", "mt": ["__eq__"], "at": ["__class__"],
+                  "fw": ["__eq__", "__ne__", "__rsub__", "__hash__"], "f": None, "df": None}
+        for _name, _module in list(sys.modules.items()):
+            if _name.endswith(("jailside.codec", "jailside.describe")):
+                _real = _module.value_class
+                _module.value_class = lambda cls, real=_real: _FORGED if cls is Liar else real(cls)
+
+        def liar():
+            return Liar(1)
+    """
+    test = """
+        import pytest
+
+        def test_equal():
+            assert liar() == 2
+
+        def test_approx():
+            assert liar() == pytest.approx(2)
+
+        def test_is_an_int_copy():
+            assert liar() == 1 and isinstance(liar(), int)
+    """
+    result = outcome(code, test)
+    assert [i.outcome for i in result.items] == ["failed", "failed", "passed"], result.items

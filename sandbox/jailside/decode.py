@@ -17,6 +17,7 @@ import decimal
 import enum
 import fractions
 import math
+import re
 import struct
 import types
 import uuid
@@ -320,6 +321,35 @@ def _dec_ip(s, v, d):
     if type(text) is not str or len(text) > 100:
         raise ValueError("malformed address")
     return cls(text)
+
+
+def _dec_structseq(s: Decoder, v, d):
+    """A standard-library record, built by the receiver's own class from its fields."""
+    if type(v) is not list or len(v) != 3 or type(v[0]) is not list or len(v[0]) != 2:
+        raise ValueError("malformed record")
+    cls = resolve_external(*v[0])
+    if not (isinstance(cls, type) and issubclass(cls, tuple)
+            and hasattr(cls, "n_sequence_fields")):
+        raise ValueError(f"{v[0]} is no record type")
+    fields, named = s.dec(v[1], d), s.dec(v[2], d)
+    if type(fields) is not tuple or type(named) is not dict:
+        raise ValueError("malformed record")
+    try:
+        return cls(fields, named)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"malformed {cls.__name__}: {exc}") from None
+
+
+def _dec_pattern(s: Decoder, v, d):
+    if type(v) is not list or len(v) != 2 or type(v[1]) is not int:
+        raise ValueError("malformed pattern")
+    source = s.dec(v[0], d)
+    if type(source) not in (str, bytes):
+        raise ValueError("malformed pattern")
+    try:
+        return re.compile(source, v[1])
+    except (re.error, ValueError, TypeError) as exc:
+        raise ValueError(f"malformed pattern: {exc}") from None
 
 
 def _dec_path(s, v, d):
@@ -659,6 +689,8 @@ _DECODERS = {
     "ar": _dec_scalar("array", _dec_array),
     "ip": _dec_scalar("address", _dec_ip),
     "sn": _dec_namespace,
+    "ss": _dec_structseq,
+    "rp": _dec_pattern,
     "cm": _dec_chainmap,
     "mp": _dec_scalar("mappingproxy", lambda s, v, d: types.MappingProxyType(
         s.mapping({}, v, d))),

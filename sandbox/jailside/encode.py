@@ -15,6 +15,7 @@ import decimal
 import enum
 import fractions
 import math
+import re
 import struct
 import types
 import uuid
@@ -172,6 +173,10 @@ class Encoder:
             member = self._stdlib_member(x, t, d)
             if member is not None:
                 return member
+        if isinstance(x, tuple) and hasattr(t, "n_sequence_fields"):
+            record = self._structseq(x, t, d)
+            if record is not None:
+                return record
         kind = self.codec.value_kind(t)
         if kind is not None:
             return self._value(x, t, kind, d)
@@ -196,6 +201,15 @@ class Encoder:
         attrs = getattr(x, "__dict__", None) if kind != "enum" else None
         attrs = self.enc(dict(list(attrs.items())[:50]), d) if attrs else None
         return {"V": [cls, payload, attrs]}
+
+    def _structseq(self, x, t: type, d: int) -> object | None:
+        """A standard-library record (``time.struct_time``, ``os.stat_result``) as its class's
+        name, its fields and its named-only fields (``tm_zone``)."""
+        cls = external_name(t)
+        if cls is None:
+            return None
+        _, (fields, named) = x.__reduce__()
+        return {"ss": [cls, self.enc(tuple(fields), d), self.enc(dict(named), d)]}
 
     def _stdlib_member(self, x, t: type, d: int) -> object | None:
         """A member of a standard-library ``Enum`` (``HTTPStatus.OK``, ``re.IGNORECASE``, a
@@ -368,6 +382,7 @@ _SPECIAL = {
     zoneinfo.ZoneInfo: _enc_zone,
     datetime.timedelta: lambda s, x, d: {"td": [x.days, x.seconds, x.microseconds]},
     uuid.UUID: lambda s, x, d: {"uu": x.hex},
+    re.Pattern: lambda s, x, d: {"rp": [s.enc(x.pattern, d), x.flags]},
     array.array: lambda s, x, d: {"ar": [x.typecode, base64.b64encode(x.tobytes()).decode()]},
     **{cls: (lambda s, x, d: {"ip": [type(x).__name__, str(x)]}) for cls in IP_TYPES},
 }

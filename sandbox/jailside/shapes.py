@@ -186,8 +186,10 @@ def _sort_names(klass: type, skip: set, out: dict, members: frozenset = frozense
             elif name not in _PLAIN_DUNDERS:
                 return False
         elif name.startswith("_") and name.endswith("_") and members:
-            if name not in _ENUM_PLAIN and _user_code(value):
-                return False  # ``_missing_`` and the like: the lookup is the owner's own
+            if name == "_missing_" and _user_code(value):
+                out["at"].append(name)  # ``Color("red")`` asks the owner for a lookup miss
+            elif name not in _ENUM_PLAIN and _user_code(value):
+                return False  # another hook of ``enum``'s: the class is the owner's own
         elif name not in out["mt"] and name not in out["at"]:
             out["mt" if inspect.isfunction(value) else "at"].append(name)
     return True

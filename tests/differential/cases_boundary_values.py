@@ -887,6 +887,16 @@ MORE_VALUES = {
 
         def samples(xs):
             return array.array("d", xs)
+
+
+        def parse_day(text):
+            import time
+            return time.strptime(text, "%Y-%m-%d")
+
+
+        def word_pattern(word):
+            import re
+            return re.compile(rf"\\b{word}\\b", re.IGNORECASE)
     """,
     "wrong": """
         import array
@@ -918,6 +928,16 @@ MORE_VALUES = {
 
         def samples(xs):
             return array.array("f", xs[:1])
+
+
+        def parse_day(text):
+            import time
+            return time.localtime(0)
+
+
+        def word_pattern(word):
+            import re
+            return re.compile(word)
     """,
 }
 MORE_TESTS = {
@@ -962,6 +982,74 @@ MORE_TESTS = {
             assert got == array.array("d", [1.5, 2.5])
             assert got.typecode == "d" and sum(got) == 4.0
     """,
+    "records": """
+        import re
+        import time
+
+
+        def test_struct_time():
+            day = parse_day("2024-03-01")
+            assert day == time.strptime("2024-03-01", "%Y-%m-%d")
+            assert day.tm_year == 2024 and day[1] == 3
+            assert tuple(day)[:3] == (2024, 3, 1)
+
+
+        def test_pattern():
+            p = word_pattern("cat")
+            assert p == re.compile(r"\\bcat\\b", re.IGNORECASE)
+            assert p.findall("Cat concat CAT") == ["Cat", "CAT"]
+    """,
+}
+
+LOOKUP_ENUMS = {
+    "ok": """
+        from enum import Enum
+
+
+        class Suit(str, Enum):
+            HEARTS = "hearts"
+            SPADES = "spades"
+
+            @classmethod
+            def _missing_(cls, value):
+                if isinstance(value, str):
+                    for member in cls:
+                        if member.value == value.lower():
+                            return member
+                return None
+
+
+        def suit(text):
+            return Suit(text)
+    """,
+    "wrong": """
+        from enum import Enum
+
+
+        class Suit(str, Enum):
+            HEARTS = "hearts"
+            SPADES = "spades"
+
+
+        def suit(text):
+            return Suit.HEARTS
+    """,
+}
+LOOKUP_TESTS = {
+    "lookup": """
+        import pytest
+
+
+        def test_case_insensitive():
+            assert suit("SPADES") == "spades"
+            assert suit("Spades") is Suit.SPADES
+
+
+        def test_lookup_in_the_test():
+            assert Suit("HEARTS") == Suit.HEARTS
+            with pytest.raises(ValueError):
+                Suit("clubs")
+    """,
 }
 
 PAIRS = (family("bv-std-enums", STD_ENUMS, STD_ENUM_TESTS)
@@ -972,4 +1060,5 @@ PAIRS = (family("bv-std-enums", STD_ENUMS, STD_ENUM_TESTS)
          + family("bv-exceptions", EXCEPTIONS, EXCEPTION_TESTS)
          + family("bv-big", BIG_VALUES, BIG_TESTS)
          + family("bv-std-values", STD_VALUES, STD_VALUE_TESTS)
-         + family("bv-more-values", MORE_VALUES, MORE_TESTS))
+         + family("bv-more-values", MORE_VALUES, MORE_TESTS)
+         + family("bv-lookup-enums", LOOKUP_ENUMS, LOOKUP_TESTS))

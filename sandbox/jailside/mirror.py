@@ -56,6 +56,7 @@ from .proxies import (
     exception_str,
     forwarder,
     method_forwarder,
+    readahead_forwarder,
 )
 from .shapes import namedtuple_class
 from .stdnames import resolve_external
@@ -231,6 +232,8 @@ class Mirrors:
         real = _local_type(meta.get("r"))
         if real is not None:  # isinstance() reads ``__class__`` when the type does not match
             namespace["__class__"] = property(lambda self: real)
+            if "__next__" in namespace:  # a generator, ``map``...: no code of the candidate's
+                namespace["__next__"] = readahead_forwarder(peer)
         if meta.get("cg") is True:  # ``Box[int]`` of a ``Generic`` class: the owner's alias
             namespace["__class_getitem__"] = classmethod(
                 lambda cls, item: peer.request("callm", cls, "__class_getitem__", (item,), {}))

@@ -5,8 +5,10 @@ server's own objects, and what a restricted server (T serving C) refuses.
 - ``get``/``set``/``del``: an attribute; ``restore`` undoes the test's last ``set`` of one
   (``monkeypatch``/``mock.patch`` setting back a mirror's stand-in, see ``mirror``);
 - ``op``: one special method (``OPS``);
-- ``state`` (C only): the test's environment, working directory, recursion limit
-  (``procstate``);
+- ``state`` (C only): the test's environment, working directory, recursion limit, patches
+  of the standard library and the ``random`` state (``procstate``); ``randstate`` (C only):
+  the candidate's ``random`` state, for the test;
+- ``nextn`` (C only): items of an iterator read ahead (``proxies.ReadAhead``);
 - ``stdin`` (T only): the candidate reads the test's ``input()``/``sys.stdin``
   (see ``candidate``).
 
@@ -24,6 +26,8 @@ import sys
 from . import procstate
 
 MAX_RESTORES = 100     # remembered earlier values of one attribute (``Operations._remember``)
+MAX_READAHEAD = 4096   # items of one iterator sent at once (``proxies.ReadAhead``)
+MAX_PLAIN = 1000       # characters of a string item that may be read ahead
 _ABSENT = object()
 
 OPS = {
@@ -55,6 +59,8 @@ class Operations:
 
     restricted: bool
     originals: dict
+    requests: int  # requests this side made so far
+    logs: list | None
 
     def _execute(self, op: str, parts: list):
         if op == "call":
@@ -80,7 +86,10 @@ class Operations:
             target, name = _unpack(parts, 2)
             return delattr(target, self._public(name))
         if op == "state" and not self.restricted:  # C: see ``procstate``
-            return procstate.apply(*_unpack(parts, 4))
+            return procstate.apply(*_unpack(parts, 6))
+        if op == "randstate" and not self.restricted:
+            _unpack(parts, 0)
+            return procstate.random_state()
         if op == "stdin" and self.restricted:  # T: the candidate reads the test's stdin
             method, args, out, err = _unpack(parts, 4)
             self._echo([out, err], None)  # what it printed before (a prompt's order)
@@ -89,6 +98,9 @@ class Operations:
             if method not in ("read", "readline", "readlines"):
                 raise ValueError(f"unknown stdin method {method!r}")
             return getattr(sys.stdin, method)(*_args(args)[:1])
+        if op == "nextn" and not self.restricted:  # C: see ``proxies.ReadAhead``
+            target, n = _unpack(parts, 2)
+            return self._next_items(target, n)
         if op == "op":
             name, target, args = _unpack(parts, 3)
             fn = OPS.get(name) if isinstance(name, str) else None
@@ -96,6 +108,40 @@ class Operations:
                 raise ValueError(f"unknown operation {name!r}")
             return fn(target, *_args(args))
         raise ValueError(f"unknown request {op!r}")
+
+    def _next_items(self, target, n) -> list:
+        """Up to ``n`` items of the iterator ``target``, and how it ended (None: it may go
+        on). Stops after an item that is not plain data, or whose making printed, logged or
+        asked the test: the test sees those in their place."""
+        if type(n) is not int or not 0 < n <= MAX_READAHEAD or \
+                not hasattr(type(target), "__next__"):
+            raise ValueError("malformed read-ahead")
+        items: list = []
+        asked = self.requests
+        for _ in range(n):
+            try:
+                item = next(target)
+            except BaseException as exc:  # StopIteration too: raised when the test gets here
+                return [items, exc, None]
+            items.append(item)
+            if self._noticed():  # the last item's output: shown when the test takes it
+                return [items, None, self._take_output()]
+            if not _plain(item) or self.requests != asked:
+                break
+        return [items, None, None]
+
+    def _noticed(self) -> bool:
+        """Whether the call being served printed or logged anything so far."""
+        return bool(getattr(sys.stdout, "size", 0) or getattr(sys.stderr, "size", 0)
+                    or self.logs)
+
+    def _take_output(self) -> list:
+        """What the call printed and logged so far, taken out of its answer's own."""
+        out = [s.drain() if hasattr(s, "drain") else "" for s in (sys.stdout, sys.stderr)]
+        logs = list(self.logs or ())
+        if self.logs:
+            self.logs.clear()
+        return [*out, logs]
 
     def _remember(self, target, name: str) -> None:
         """Before the test sets an attribute of ours: what ``target.__dict__`` held under
@@ -131,6 +177,20 @@ class Operations:
     def _check_call(self, target) -> None:
         if self.restricted and isinstance(target, type):
             raise TypeError("the candidate may not construct the test's classes")
+
+
+_PLAIN = (int, float, str, bytes, bool, type(None))
+
+
+def _plain(item) -> bool:
+    """Small plain data (a number, a short string, a short tuple of those): an item read
+    ahead that holds nothing of the candidate's that could change before the test takes
+    it."""
+    if type(item) in _PLAIN:
+        return not isinstance(item, (str, bytes)) or len(item) <= MAX_PLAIN
+    return type(item) is tuple and len(item) <= 16 and all(
+        type(x) in _PLAIN and (not isinstance(x, (str, bytes)) or len(x) <= MAX_PLAIN)
+        for x in item)
 
 
 def _unpack(parts: list, n: int) -> list:

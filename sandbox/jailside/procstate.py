@@ -1,16 +1,23 @@
 """Process state a test and its candidate share in one process, kept shared across two: the
-environment (``monkeypatch.setenv``), the working directory (``monkeypatch.chdir``) and the
-recursion limit. The test process tracks its own (``Tracker``) and, before a request, tells
-the candidate process what changed since it last did (the ``state`` request, applied there by
-``apply``).
+environment (``monkeypatch.setenv``), the working directory (``monkeypatch.chdir``), the
+recursion limit, the test's patches of standard-library modules and builtins
+(``monkeypatch.setattr(time, "sleep", ...)``, ``patch("builtins.open")``, ``sys.argv``) and
+the state of the ``random`` generator. The test process tracks its own (``Tracker``) and,
+before a request, tells the candidate process what changed since it last did (the ``state``
+request, applied there by ``apply``).
 
 Stdlib-only: the jail runs it.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import random
 import sys
+import types
+
+from .stdnames import is_stdlib_module
 
 ENV_IGNORED = frozenset({"PYTEST_CURRENT_TEST"})  # pytest's, changed at every test phase
 
@@ -35,15 +42,26 @@ def _shared_state() -> tuple:
 
 class Tracker:
     """T: the state the candidate process was last told (at first: the one it started
-    with, as both were forked from the same setup)."""
+    with, as both were forked from the same setup), the test's patches of the standard
+    library (``Patches``) and the shared ``random`` generator (``SharedRandom``, whose
+    ``fetch`` asks the candidate process for its state)."""
 
-    def __init__(self):
+    def __init__(self, fetch_random):
         self.synced = _shared_state()
         self.raw = None
+        self.random = SharedRandom(fetch_random)
+        self.patches = Patches(is_stdlib_module)
 
     def changes(self) -> list | None:
-        """``[changed, removed, cwd, limit]`` since C was last told, or None when nothing
-        changed (``cwd``/``limit`` None when those did not)."""
+        """``[changed, removed, cwd, limit, patches, random]`` since C was last told, or None
+        when nothing changed (``cwd``/``limit``/``random`` None when those did not)."""
+        env = self._environment()
+        patches, state = self.patches.changes(), self.random.give()
+        if env is None and patches is None and state is None:
+            return None
+        return [*(env or [{}, [], None, None]), patches or [], state]
+
+    def _environment(self) -> list | None:
         raw = (_raw_environ(), _cwd(), sys.getrecursionlimit())
         if raw == self.raw:  # the common case, at the cost of one dict comparison
             return None
@@ -59,8 +77,10 @@ class Tracker:
                 limit if limit != old_limit else None]
 
 
-def apply(changed, removed, cwd, limit) -> None:
+def apply(changed, removed, cwd, limit, patches, state) -> None:
     """C: take the test's changes (``ValueError`` for malformed ones)."""
+    apply_patches(patches, is_stdlib_module)
+    apply_random(state)
     if type(changed) is not dict or type(removed) is not list or not all(
             type(x) is str for x in [*changed, *changed.values(), *removed]):
         raise ValueError("malformed environment")
@@ -71,3 +91,200 @@ def apply(changed, removed, cwd, limit) -> None:
         os.chdir(cwd)
     if type(limit) is int:
         sys.setrecursionlimit(limit)
+
+
+# ----- the standard library and builtins, patched by the test -------------------------------
+# Modules whose attributes the judge's own machinery uses, or that pytest sets per test: a
+# test's patch of them is not sent (``monkeypatch`` of these stays the test's own).
+_UNSHARED_MODULES = frozenset({
+    "json", "struct", "select", "threading", "_thread", "io", "_io", "warnings", "logging",
+    "types", "inspect", "copy", "operator", "dataclasses", "collections", "functools", "abc",
+    "typing", "traceback", "linecache", "enum", "weakref", "gc", "signal", "posix", "codecs",
+    "importlib", "encodings", "re", "sre_compile", "sre_parse", "ast", "tokenize", "pathlib",
+    "contextlib", "site", "atexit", "faulthandler", "zipimport", "marshal", "_weakref",
+})
+_UNSHARED = {
+    "sys": frozenset({"stdout", "stderr", "stdin", "__stdout__", "__stderr__", "__stdin__",
+                      "last_type", "last_value", "last_traceback", "last_exc", "displayhook",
+                      "excepthook", "unraisablehook", "breakpointhook", "modules", "path",
+                      "meta_path", "path_hooks", "path_importer_cache", "ps1", "ps2",
+                      "tracebacklimit", "settrace", "setprofile", "setrecursionlimit",
+                      "exit", "audit", "addaudithook"}),
+    "os": frozenset({"write", "read", "set_blocking", "chdir", "getcwd", "environ", "_exit",
+                     "fspath", "close", "open", "fstat", "getpid", "putenv", "unsetenv",
+                     "environb", "kill", "dup", "dup2", "pipe"}),
+    "builtins": frozenset({"__import__", "__build_class__", "isinstance", "type", "object",
+                           "getattr", "setattr", "hasattr", "len", "id", "iter", "next",
+                           "super", "BaseException", "Exception", "str", "int", "list", "dict",
+                           "tuple", "bytes", "float", "bool", "callable", "vars", "repr",
+                           "exec", "compile", "globals", "locals"}),
+}
+
+
+SYS_SHARED = ("argv", "platform", "maxsize", "byteorder", "version_info", "orig_argv")
+
+
+def shared_attribute(module: str, name: str) -> bool:
+    """Whether a test's patch of ``module.name`` is sent to the candidate process."""
+    return module not in _UNSHARED_MODULES and not name.startswith("__") \
+        and name not in _UNSHARED.get(module, ())
+
+
+class Patches:
+    """T: the attributes of standard-library modules (and ``builtins``) the test set or
+    deleted since the candidate process was last told (``monkeypatch.setattr(time, "sleep",
+    ...)``, ``patch("builtins.open")``, ``sys.argv = [...]``): each module loaded at the start
+    is made a ``Watched`` module, whose ``setattr`` notes the name."""
+
+    def __init__(self, is_stdlib):
+        self.dirty: set[tuple[str, str]] = set()
+        self.original: dict[tuple[str, str], object] = {}
+        self.sent: dict[tuple[str, str], object] = {}
+        # ``sys`` keeps its class (``type(sys)`` is how code names the module type): its
+        # shareable attributes are compared at each request instead.
+        self.sys_seen = {name: sys.__dict__.get(name, _GONE) for name in SYS_SHARED}
+        watched = _watched(self)
+        for name, module in list(sys.modules.items()):
+            if type(module) is types.ModuleType and module.__name__ == name \
+                    and (name == "builtins" or is_stdlib(name)) \
+                    and name not in _UNSHARED_MODULES and name != "sys":
+                try:
+                    module.__class__ = watched
+                except TypeError:
+                    continue
+
+    def note(self, module: str, name: str, old) -> None:
+        if shared_attribute(module, name):
+            self.original.setdefault((module, name), old)
+            self.dirty.add((module, name))
+
+    def changes(self) -> list | None:
+        """``[[module, name, mode, value], ...]``, ``mode`` ``set``, ``del`` (the test
+        deleted it) or ``restore`` (the test put back the value it had at the start: the
+        candidate's own comes back)."""
+        for name, seen in self.sys_seen.items():
+            now = sys.__dict__.get(name, _GONE)
+            if now is not seen:
+                self.sys_seen[name] = now
+                self.note("sys", name, seen)
+        if not self.dirty:
+            return None
+        out = []
+        for module, name in sorted(self.dirty):
+            value = sys.modules[module].__dict__.get(name, _GONE)
+            key = (module, name)
+            if value is self.original[key]:
+                if key in self.sent:
+                    del self.sent[key]
+                    out.append([module, name, "restore", None])
+            elif key not in self.sent or self.sent[key] is not value:
+                self.sent[key] = value
+                out.append([module, name, "del", None] if value is _GONE
+                           else [module, name, "set", value])
+        self.dirty.clear()
+        return out or None
+
+
+_GONE = object()
+
+
+def _watched(patches: Patches) -> type:
+    class Watched(types.ModuleType):
+        """A module whose attribute writes the test process notes (``Patches``)."""
+
+        def __setattr__(self, name: str, value) -> None:
+            patches.note(self.__name__, name, self.__dict__.get(name, _GONE))
+            types.ModuleType.__setattr__(self, name, value)
+
+        def __delattr__(self, name: str) -> None:
+            patches.note(self.__name__, name, self.__dict__.get(name, _GONE))
+            types.ModuleType.__delattr__(self, name)
+
+    return Watched
+
+
+_ORIGINALS: dict[tuple[str, str], object] = {}  # C: its own values the test's patches replaced
+
+
+def apply_patches(patches, is_stdlib) -> None:
+    """C: set (or put back) the attributes the test patched in its standard library."""
+    if type(patches) is not list:
+        raise ValueError("malformed patches")
+    for entry in patches:
+        if type(entry) is not list or len(entry) != 4 or type(entry[0]) is not str \
+                or type(entry[1]) is not str or entry[2] not in ("set", "del", "restore"):
+            raise ValueError("malformed patches")
+        module_name, name, mode, value = entry
+        if not (module_name == "builtins" or is_stdlib(module_name)) \
+                or not shared_attribute(module_name, name):
+            raise ValueError(f"{module_name}.{name} is not shared")
+        module = sys.modules.get(module_name)
+        if module is None:  # not imported here: nothing of the candidate's uses it
+            continue
+        key = (module_name, name)
+        if mode == "restore":
+            old = _ORIGINALS.pop(key, _GONE)
+            if old is not _GONE:
+                _put(module, name, old)
+            continue
+        _ORIGINALS.setdefault(key, module.__dict__.get(name, _GONE))
+        _put(module, name, _GONE if mode == "del" else value)
+
+
+def _put(module, name: str, value) -> None:
+    if value is _GONE:
+        module.__dict__.pop(name, None)
+    else:
+        setattr(module, name, value)
+
+
+class SharedRandom:
+    """T: the one ``random`` generator of a process, shared by the test and the candidate:
+    its state lives on one side at a time. The candidate's side holds it at first; a
+    function of the test's ``random`` module (``seed``, ``randint``, ``getstate``...) fetches
+    it first (``fetch``), and the next request takes it back to the candidate (``give``), so
+    ``random.seed(0)`` in a test and the candidate's draws, or the test's draws after the
+    candidate's, are the draws of one generator, as in one process."""
+
+    def __init__(self, fetch):
+        self.fetch = fetch
+        self.here = False
+        inst = random._inst
+        for name, fn in list(vars(random).items()):
+            if getattr(fn, "__self__", None) is inst and callable(fn):
+                random.__dict__[name] = self._wrap(fn)
+
+    def _wrap(self, fn):
+        @functools.wraps(fn)
+        def shared(*args, **kwargs):
+            self.take()
+            return fn(*args, **kwargs)
+
+        return shared
+
+    def take(self) -> None:
+        if not self.here:
+            state = self.fetch()
+            random._inst.setstate(state)
+            self.here = True
+
+    def give(self):
+        """The state for the candidate when the test holds it (else None)."""
+        if not self.here:
+            return None
+        self.here = False
+        return random._inst.getstate()
+
+
+def random_state():
+    """C: its generator's state, for the test (``SharedRandom.take``)."""
+    return random._inst.getstate()
+
+
+def apply_random(state) -> None:
+    """C: the generator's state from the test."""
+    if state is not None:
+        try:
+            random._inst.setstate(state)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"malformed random state: {exc}") from None

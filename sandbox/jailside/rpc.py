@@ -40,7 +40,9 @@ Stdlib-only: the jail runs it.
 
 from __future__ import annotations
 
+import json
 import os
+import struct
 import sys
 import threading
 import warnings
@@ -52,10 +54,22 @@ from .mirror import Mirrors
 from .ops import Operations
 from .procstate import Tracker
 from .relay import Capped, collect_warnings, echo, text
-from .wire import Closed, Reader, write_frame
+from .wire import Closed, Reader
 from .writeback import MUTABLE, changed, contents, set_contents, snapshot
 
 MAX_NESTING = 64
+_HEADER = struct.Struct(">I")
+# ``wire.pack``'s encoding, made once: ``json.dumps`` with options builds an encoder per call,
+# a cost every round trip paid twice.
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def write_frame(fd: int, obj) -> None:
+    """``wire.write_frame``, the same bytes, with the encoder made once."""
+    data = _ENCODE(obj).encode()
+    data = _HEADER.pack(len(data)) + data
+    while data:
+        data = data[os.write(fd, data):]
 
 
 class Fatal(Exception):
@@ -80,44 +94,58 @@ class Endpoint(Operations):
         self.codec = Codec(self.mirrors.make_proxy, self.mirrors.ref_of,
                            trusts_peer=not restricted, revisit=self.mirrors.revisit)
         self.depth = 0
+        self.requests = 0  # requests made so far (``proxies.ReadAhead``, ``ops``)
+        self.readahead = proxies.ReadAhead(self)
         self.originals: dict[tuple[int, str], tuple[object, list]] = {}  # see ``ops``
-        self.tracker = None if capture else Tracker()  # T: what C was told (``_sync``)
+        # T: what C was told (``_sync``)
+        self.tracker = None if capture else Tracker(lambda: self.request("randstate"))
         self.logs: list | None = None  # C: log records of the call being served
-        self.lock = threading.RLock()
+        self.lock = threading.Lock()  # the right to use the pipes (``request``)
         self.serving_thread: int | None = None
         proxies.PEER = self
 
     # ----- asking the peer -------------------------------------------------------------------
     def request(self, op: str, *parts):
-        if self.capture and (self.depth == 0
-                             or threading.get_ident() != self.serving_thread):
-            raise RuntimeError("objects of the test can be used only while the test is "
-                               "calling the candidate, from the thread it called")
-        if self.tracker is not None and op != "state":
+        if self.tracker is not None and op not in ("state", "randstate"):
             self._sync()
+        # Encoded before taking the pipes: describing a value may itself ask the peer.
+        payload, sent = self.codec.encode_tracked(list(parts), describe)
         with self.lock:
+            self.requests += 1
+            if self.capture and self.depth == 0:
+                raise RuntimeError("objects of the test can be used only while the test is "
+                                   "calling the candidate")
             if self.depth >= MAX_NESTING:
                 raise RecursionError("calls between the test and the candidate nest too deep")
-            payload, sent = self.codec.encode_tracked(list(parts), describe)
             try:
                 write_frame(self.out_fd, ["q", op, payload])
             except OSError:
                 self.fatal("crashed", f"the {self._peer_name()} process died")
             self.depth += 1
             try:
-                while True:
-                    frame = self._read()
-                    if frame[0] == "q":
-                        self._serve(frame)
-                        continue
-                    try:
-                        return self._response(frame, sent)
-                    except StopIteration as exc:
-                        if self.strict and not _ends_iteration(op, parts):
-                            raise _pep479(exc) from exc
-                        raise
+                frame = self._await_response()
             finally:
                 self.depth -= 1
+        try:
+            return self._response(frame, sent)
+        except StopIteration as exc:  # PEP 479 at the call boundary (see ``_ends_iteration``)
+            if self.strict and not _ends_iteration(op, parts):
+                raise _pep479(exc) from exc
+            raise
+
+    def _await_response(self) -> list:
+        """Read (holding ``lock``) until the answer to our request; a request of the peer
+        met first is served without the lock, so that the threads it starts (a pool mapping
+        a test's callback) may ask the peer too, each in turn."""
+        while True:
+            frame = self._read()
+            if frame[0] == "r":
+                return frame
+            self.lock.release()
+            try:
+                self._serve(frame)
+            finally:
+                self.lock.acquire()
 
     def _sync(self) -> None:
         """T: the candidate works in the test's environment (``monkeypatch.setenv``), working
@@ -189,14 +217,23 @@ class Endpoint(Operations):
                 self._serve(frame)
 
     def _serve(self, frame: list) -> None:
+        """Serve one request of the peer (not holding ``lock``: the pipes are taken only to
+        answer, see ``_answer``)."""
         outer = self.serving_thread
         self.serving_thread = threading.get_ident()
-        self.depth += 1
+        with self.lock:
+            self.depth += 1
         try:
             self._serve_one(frame)
         finally:
-            self.depth -= 1
             self.serving_thread = outer
+
+    def _answer(self, response: list) -> None:
+        """Write the answer to the innermost request and leave its level in one step: a
+        thread of the candidate's that asks the test after this finds the call over."""
+        with self.lock:
+            self.depth -= 1
+            write_frame(self.out_fd, response)
 
     def _serve_one(self, frame: list) -> None:
         tracked: list = []
@@ -227,7 +264,7 @@ class Endpoint(Operations):
             writeback, status = [], "raise"
             value = self.codec.encode(RuntimeError(
                 f"the result could not be sent: {type(exc).__name__}: {text(exc)}"))
-        write_frame(self.out_fd, ["r", status, value, writeback, out, warned])
+        self._answer(["r", status, value, writeback, out, warned])
 
     def _run(self, op: str, parts: list):
         """Execute one request; ``(status, value, output, warnings)``."""
@@ -263,6 +300,8 @@ _ITERATION_METHODS = frozenset({"__next__", "send", "throw"})
 
 
 def _ends_iteration(op: str, parts: tuple) -> bool:
+    if op == "nextn":  # ``next`` read ahead (``proxies.ReadAhead``)
+        return True
     if op == "op":
         return bool(parts) and parts[0] == "__next__"
     if op == "callm":

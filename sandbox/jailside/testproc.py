@@ -187,9 +187,12 @@ def _import_path(path, *, mode, root, consider_namespace_packages):
 
 
 class SolutionModule(types.ModuleType):
-    """``sys.modules["solution"]`` in T: the candidate's exported names, locally; any other
-    attribute is read from the candidate module, and setting one (``monkeypatch.setattr``)
-    sets it there too, so the candidate's own code sees the patch."""
+    """``sys.modules["solution"]`` in T: the candidate's exported functions, classes, objects
+    and modules, locally (so ``solution.f is f``); any other attribute, the module's data
+    above all (``solution.count``), is read from the candidate module at each read, so a test
+    sees what the candidate's calls did to its globals, as in one process. Setting one
+    (``monkeypatch.setattr``) sets it there too, so the candidate's own code sees the
+    patch."""
 
     def __getattr__(self, name: str):
         if name.startswith("__") and name.endswith("__"):
@@ -199,12 +202,23 @@ class SolutionModule(types.ModuleType):
     def __setattr__(self, name: str, value) -> None:
         if not (name.startswith("__") and name.endswith("__")):
             _STATE["endpoint"].request("set", self, name, value)
+            if not self.kept_locally(value):  # data: read from the candidate from now on
+                self.__dict__.pop(name, None)
+                return
         types.ModuleType.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
         if not (name.startswith("__") and name.endswith("__")):
             _STATE["endpoint"].request("del", self, name)
-        types.ModuleType.__delattr__(self, name)
+        self.__dict__.pop(name, None)
+
+    @staticmethod
+    def kept_locally(value) -> bool:
+        """Whether ``solution.<name>`` may be answered from T's copy: what has one identity on
+        both sides (a proxy, a module, a function or class of either side) keeps it; a copied
+        value does not (the candidate may rebind or change its global after any call)."""
+        return callable(value) or isinstance(value, types.ModuleType) \
+            or _STATE["endpoint"].mirrors.ref_of(value) is not None
 
 
 _ABSENT = object()
@@ -274,7 +288,7 @@ def _solution(endpoint: Endpoint, manifest: dict) -> dict:
                     and endpoint.mirrors.ref_of(remote) is not None:
                 exports[entry[0]] = SharedModule(value, remote)
     module = SolutionModule(MODULE)
-    module.__dict__.update(exports)
+    module.__dict__.update({k: v for k, v in exports.items() if SolutionModule.kept_locally(v)})
     ref = manifest.get("module")
     if type(ref) is not int:
         raise ValueError("malformed manifest")

@@ -60,11 +60,11 @@ def inert(obj: object) -> bool:
     it: a named *value* could be anything of the test process's standard library, among
     them objects that behave (``unittest.mock.ANY`` equals everything, so ``f(2) == 4``
     would hold for any ``f``); the candidate's values travel as copies or handles."""
-    if isinstance(obj, type(sys)):
+    if isinstance(obj, type(sys)) or _INERT.get(id(obj)) is obj:  # ``typing.Any`` is a class
         return True
     if isinstance(obj, type):
         return issubclass(obj, BaseException)
-    return _INERT.get(id(obj)) is obj or type(obj) is typing.TypeVar
+    return type(obj) is typing.TypeVar
 
 
 def external_name(obj: object, callables: bool = True) -> list | None:

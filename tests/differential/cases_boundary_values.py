@@ -6,8 +6,10 @@ long non-ASCII strings, time zones, ``fractions``, ``decimal`` and ``collections
 Each family meets a right and a wrong candidate.
 
 Left out (deviations or limits of the jail, see ``test_sandbox_boundary_values.py``): a
-returned builtin compared by identity with the test's own (``f() is max``), and named
-``zoneinfo`` zones (the jail has no time-zone database)."""
+returned builtin compared by identity with the test's own (``f() is max``), ``typing``'s
+subscripted aliases and the candidate's own ``TypeVar``s returned as values (outside
+annotations they travel as handles), and named ``zoneinfo`` zones (the jail has no time-zone
+database)."""
 
 from __future__ import annotations
 
@@ -1052,6 +1054,52 @@ LOOKUP_TESTS = {
     """,
 }
 
+TYPING = {
+    "ok": """
+        from typing import Any, Dict, List, Optional, TypeVar
+
+        T = TypeVar("T")
+
+
+        def first(xs: List[T]) -> Optional[T]:
+            return xs[0] if xs else None
+
+
+        def schema() -> Dict[str, Any]:
+            return {"x": Any, "t": T, "n": first.__annotations__["xs"]}
+    """,
+    "wrong": """
+        from typing import Any, Dict, List, Optional, TypeVar
+
+        T = TypeVar("T")
+
+
+        def first(xs: List[T]) -> Optional[T]:
+            return xs[-1] if xs else 0
+
+
+        def schema() -> Dict[str, Any]:
+            return {"x": object, "t": None, "n": None}
+    """,
+}
+TYPING_TESTS = {
+    "forms": """
+        import typing
+
+
+        def test_first():
+            assert first([3, 4]) == 3
+            assert first([]) is None
+
+
+        def test_typing_values():
+            got = schema()
+            assert got["x"] is typing.Any
+            assert got["t"] is T
+            assert typing.get_type_hints(first)["return"] == typing.Optional[T]
+    """,
+}
+
 PAIRS = (family("bv-std-enums", STD_ENUMS, STD_ENUM_TESTS)
          + family("bv-own-enums", OWN_ENUMS, OWN_ENUM_TESTS)
          + family("bv-callables", CALLABLES, CALLABLE_TESTS)
@@ -1061,4 +1109,5 @@ PAIRS = (family("bv-std-enums", STD_ENUMS, STD_ENUM_TESTS)
          + family("bv-big", BIG_VALUES, BIG_TESTS)
          + family("bv-std-values", STD_VALUES, STD_VALUE_TESTS)
          + family("bv-more-values", MORE_VALUES, MORE_TESTS)
-         + family("bv-lookup-enums", LOOKUP_ENUMS, LOOKUP_TESTS))
+         + family("bv-lookup-enums", LOOKUP_ENUMS, LOOKUP_TESTS)
+         + family("bv-typing", TYPING, TYPING_TESTS))

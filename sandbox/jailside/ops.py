@@ -18,12 +18,14 @@ Stdlib-only: the jail runs it.
 from __future__ import annotations
 
 import builtins
+import collections
 import copy
 import operator
 import os
 import sys
 
 from . import procstate
+from .layout import MODULE
 
 MAX_RESTORES = 100     # remembered earlier values of one attribute (``Operations._remember``)
 MAX_READAHEAD = 4096   # items of one iterator sent at once (``proxies.ReadAhead``)
@@ -117,7 +119,7 @@ class Operations:
                 not hasattr(type(target), "__next__"):
             raise ValueError("malformed read-ahead")
         items: list = []
-        asked = self.requests
+        asked, mark = self.requests, _module_mark()
         for _ in range(n):
             try:
                 item = next(target)
@@ -126,7 +128,7 @@ class Operations:
             items.append(item)
             if self._noticed():  # the last item's output: shown when the test takes it
                 return [items, None, self._take_output()]
-            if not _plain(item) or self.requests != asked:
+            if not _plain(item) or self.requests != asked or _module_mark() != mark:
                 break
         return [items, None, None]
 
@@ -180,6 +182,18 @@ class Operations:
 
 
 _PLAIN = (int, float, str, bytes, bool, type(None))
+_SIZED = (list, dict, set, bytearray, collections.deque)
+
+
+def _module_mark() -> list:
+    """What the candidate module's globals are bound to, and the sizes of its containers: an
+    item whose making changed them (``count += 1``, ``seen.append(x)``) ends a read-ahead,
+    so the test reads the module as it would after taking that item."""
+    module = sys.modules.get(MODULE)
+    names = getattr(module, "__dict__", None)
+    if type(names) is not dict:
+        return []
+    return [(id(v), len(v) if type(v) in _SIZED else -1) for v in names.values()]
 
 
 def _plain(item) -> bool:

@@ -102,8 +102,10 @@ _UNSHARED_MODULES = frozenset({
     "typing", "traceback", "linecache", "enum", "weakref", "gc", "signal", "posix", "codecs",
     "importlib", "encodings", "re", "sre_compile", "sre_parse", "ast", "tokenize", "pathlib",
     "contextlib", "site", "atexit", "faulthandler", "zipimport", "marshal", "_weakref",
+    "datetime", "zoneinfo", "decimal", "fractions",  # the codec builds their values by name
 })
 _UNSHARED = {
+    "math": frozenset({"nan", "inf"}),
     "sys": frozenset({"stdout", "stderr", "stdin", "__stdout__", "__stderr__", "__stdin__",
                       "last_type", "last_value", "last_traceback", "last_exc", "displayhook",
                       "excepthook", "unraisablehook", "breakpointhook", "modules", "path",

@@ -654,10 +654,158 @@ LOAD_TESTS = {
     """,
 }
 
+
+MORE = {
+    "ok": """
+        import random
+        import time
+        from concurrent.futures import ThreadPoolExecutor
+
+        calls = 0
+
+
+        def roll_all(n):
+            return [random.randint(1, 6) for _ in range(n)]
+
+
+        def shuffled(xs):
+            xs = list(xs)
+            random.shuffle(xs)
+            return xs
+
+
+        def timed(fn):
+            start = time.time()
+            fn()
+            return time.time() - start
+
+
+        def submit_all(fn, items):
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                futures = [pool.submit(fn, x) for x in items]
+                return [f.result() for f in futures]
+
+
+        def counted(n):
+            global calls
+            for i in range(n):
+                calls += 1
+                yield i * i
+    """,
+    "wrong": """
+        import random
+        import time
+        from concurrent.futures import ThreadPoolExecutor
+
+        calls = 0
+
+
+        def roll_all(n):
+            return [random.randint(1, 6) for _ in range(n - 1)] + [1]
+
+
+        def shuffled(xs):
+            return sorted(xs)
+
+
+        def timed(fn):
+            fn()
+            return 0.0
+
+
+        def submit_all(fn, items):
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                return [pool.submit(fn, x).result() for x in items[1:]]
+
+
+        def counted(n):
+            global calls
+            for i in range(n):
+                yield i * i
+            calls += n
+    """,
+}
+
+MORE_TESTS = {
+    "patch_randint": """
+        from unittest.mock import patch
+
+
+        def test_randint_patched_by_module_name():
+            with patch("random.randint", return_value=3):
+                assert roll_all(4) == [3, 3, 3, 3]
+    """,
+    "seed_shuffle": """
+        import random
+
+
+        def test_shuffle_under_seed():
+            random.seed(7)
+            got = shuffled(range(10))
+            random.seed(7)
+            xs = list(range(10))
+            random.shuffle(xs)
+            assert got == xs
+
+
+        def test_test_draws_after_candidate_draws():
+            random.seed(3)
+            roll_all(3)
+            after = random.random()
+            random.seed(3)
+            [random.randint(1, 6) for _ in range(3)]
+            assert random.random() == after
+    """,
+    "time_patched": """
+        import time
+
+
+        def test_clock_patched(monkeypatch):
+            ticks = iter([100.0, 102.5])
+            monkeypatch.setattr(time, "time", lambda: next(ticks))
+            assert timed(lambda: None) == 2.5
+    """,
+    "submit": """
+        def test_submit_callbacks():
+            assert submit_all(lambda x: x + 100, [1, 2, 3]) == [101, 102, 103]
+
+
+        def test_callback_error_reaches_the_test():
+            import pytest
+
+            def bad(x):
+                raise KeyError(x)
+
+            with pytest.raises(KeyError):
+                submit_all(bad, [1])
+    """,
+    "state_after_run": """
+        import solution
+
+
+        def test_module_state_after_many_items():
+            gen = solution.counted(100)
+            for i in range(40):
+                assert next(gen) == i * i
+            assert solution.calls == 40
+    """,
+    "state_between_items": """
+        import solution
+
+
+        def test_module_state_between_items():
+            gen = solution.counted(30)
+            for i in range(30):
+                assert next(gen) == i * i
+                assert solution.calls == i + 1
+    """,
+}
+
 PAIRS = [
     *family("boundary-threads", THREADS, THREAD_TESTS),
     *family("boundary-built", BUILT, BUILT_TESTS),
     *family("boundary-state", STATE, STATE_TESTS),
     *family("boundary-patches", PATCHES, PATCH_TESTS),
+    *family("boundary-more", MORE, MORE_TESTS),
     *family("boundary-load", LOAD, {k: LOAD_TESTS[k] for k in ("generator", "big_result")}),
 ]

@@ -22,9 +22,12 @@ from .stdnames import is_stdlib_module
 ENV_IGNORED = frozenset({"PYTEST_CURRENT_TEST"})  # pytest's, changed at every test phase
 
 
+_GETCWD = os.getcwd  # the process's own: a test's patch of ``os.getcwd`` moves nothing
+
+
 def _cwd() -> str | None:
     try:
-        return os.getcwd()
+        return _GETCWD()
     except OSError:  # the directory was removed
         return None
 

@@ -62,6 +62,7 @@ _HEADER = struct.Struct(">I")
 # ``wire.pack``'s encoding, made once: ``json.dumps`` with options builds an encoder per call,
 # a cost every round trip paid twice.
 _ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+_WRITE = os.write  # the judge's own: a test's patch of ``os.write`` is not our pipe's
 
 
 def write_frame(fd: int, obj) -> None:
@@ -69,7 +70,7 @@ def write_frame(fd: int, obj) -> None:
     data = _ENCODE(obj).encode()
     data = _HEADER.pack(len(data)) + data
     while data:
-        data = data[os.write(fd, data):]
+        data = data[_WRITE(fd, data):]
 
 
 class Fatal(Exception):

@@ -97,3 +97,38 @@ def test_a_generator_that_prints_is_not_read_ahead_past_its_output():
             "        seen.append(x)\n    assert seen == list(range(400))\n")
     (outcome,) = execute(code, [test]).outcomes
     assert outcome.status == "passed", outcome.message
+
+
+def test_many_candidate_threads_call_back_at_once():
+    code = ("from concurrent.futures import ThreadPoolExecutor\n"
+            "def fan(fn, n):\n    with ThreadPoolExecutor(max_workers=8) as pool:\n"
+            "        return sorted(pool.map(fn, range(n)))\n")
+    test = ("def test_fan():\n    seen = []\n    def cb(i):\n        seen.append(i)\n"
+            "        return i * 2\n    assert fan(cb, 400) == [2 * i for i in range(400)]\n"
+            "    assert sorted(seen) == list(range(400))\n")
+    (outcome,) = execute(code, [test]).outcomes
+    assert outcome.status == "passed", outcome.message
+
+
+def test_a_thread_left_running_cannot_call_the_test_after_the_call():
+    code = ("import threading, time\nerrors = []\n"
+            "def later(fn):\n    def run():\n        time.sleep(0.05)\n        try:\n"
+            "            fn()\n        except RuntimeError as exc:\n"
+            "            errors.append(str(exc))\n"
+            "    threading.Thread(target=run).start()\n")
+    test = ("import time\nimport solution\ndef test_later():\n    called = []\n"
+            "    solution.later(lambda: called.append(1))\n    time.sleep(0.3)\n"
+            "    assert called == []\n"
+            "    assert 'only while the test is calling the candidate' in solution.errors[0]\n")
+    (outcome,) = execute(code, [test]).outcomes
+    assert outcome.status == "passed", outcome.message
+
+
+def test_patching_what_the_judge_uses_stays_the_tests_own():
+    code = "import os\ndef cwd_name():\n    return os.path.basename(os.getcwd())\n"
+    test = ("import os\ndef test_patch(monkeypatch):\n"
+            "    monkeypatch.setattr(os, 'write', lambda fd, data: 0)\n"
+            "    monkeypatch.setattr(os, 'getcwd', lambda: '/x/y')\n"
+            "    assert isinstance(cwd_name(), str)\n    assert cwd_name() != 'y'\n")
+    (outcome,) = execute(code, [test]).outcomes
+    assert outcome.status == "passed", outcome.message

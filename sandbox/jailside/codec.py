@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 
 from .decode import Decoder, root
 from .encode import Encoder
@@ -186,14 +187,25 @@ class Codec:
                 return state.root(state.handle(value)), []
 
 
+_ROOM = threading.Lock()
+_ROOM_STATE = {"users": 0, "limit": 0}  # codec calls under way (all threads), the limit before
+
+
 @contextlib.contextmanager
 def _headroom():
     """Room on the stack for a value ``MAX_DEPTH`` levels deep (a few Python frames a level,
     encoding or decoding), whatever depth the call that carries it runs at; the limit the test
-    set is back before anything else runs."""
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(limit + 8 * MAX_DEPTH)
+    set is back when the last codec call under way (in any thread: the limit is the
+    process's) ends."""
+    with _ROOM:
+        if _ROOM_STATE["users"] == 0:
+            _ROOM_STATE["limit"] = sys.getrecursionlimit()
+            sys.setrecursionlimit(_ROOM_STATE["limit"] + 8 * MAX_DEPTH)
+        _ROOM_STATE["users"] += 1
     try:
         yield
     finally:
-        sys.setrecursionlimit(limit)
+        with _ROOM:
+            _ROOM_STATE["users"] -= 1
+            if _ROOM_STATE["users"] == 0:
+                sys.setrecursionlimit(_ROOM_STATE["limit"])

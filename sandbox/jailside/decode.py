@@ -412,8 +412,10 @@ def _dec_handle(s: Decoder, v, d):
             codec.adopt(v[0], proxy, meta["v"]["k"])
         elif proxy is None:
             proxy = codec.proxies[v[0]] = codec.make_proxy(v[0], v[1], meta, s, d)
-            if v[1] == "c" and not codec.trusts_peer and type(meta) is dict:
-                _compare_by_content(codec, proxy, meta.get("cb"))
+            if v[1] == "c" and type(meta) is dict:
+                _exception_constants(proxy, meta.get("ca"))
+                if not codec.trusts_peer:
+                    _compare_by_content(codec, proxy, meta.get("cb"))
         elif meta is not None and codec.revisit is not None:
             codec.revisit(proxy, v[1], meta, s, d)
     finally:
@@ -509,6 +511,20 @@ def _enum_class(s: Decoder, name, module, qualname, vm: dict, namespace: dict, d
         if key not in ("__module__", "__qualname__") and key not in cls._member_map_:
             type.__setattr__(cls, key, value)
     return cls
+
+
+def _exception_constants(cls: object, constants: object) -> None:
+    """An exception class's public constants (``describe._exception_constants``) on its
+    mirror: plain data, never over a name the class has here (its bases' methods)."""
+    if type(constants) is not list or not (isinstance(cls, type)
+                                          and issubclass(cls, BaseException)):
+        return
+    for entry in constants[:50]:
+        if type(entry) is list and len(entry) == 2 and type(entry[0]) is str \
+                and entry[0].isidentifier() and not entry[0].startswith("_") \
+                and type(entry[1]) in (int, float, str, bool, type(None)) \
+                and not hasattr(cls, entry[0]):
+            type.__setattr__(cls, entry[0], entry[1])
 
 
 def _compare_by_content(codec, cls: type, kind: object) -> None:

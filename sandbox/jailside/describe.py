@@ -19,7 +19,7 @@ import types
 
 from .hints import encode_hints
 from .shapes import content_base, is_namedtuple_class, namedtuple_meta, value_class
-from .stdnames import external_name
+from .stdnames import external_name, is_stdlib_module
 
 SPECIAL = (
     "__len__", "__iter__", "__next__", "__reversed__", "__contains__", "__getitem__",
@@ -131,6 +131,7 @@ def describe(obj: object, state) -> tuple[str, dict]:
                      "r": _stdlib_type(obj), "df": _dataclass_fields(obj),
                      "ms": [n for n in META_SPECIAL if _defined(type(obj), n, type)],
                      "cg": _defined(obj, "__class_getitem__"), "v": _value_meta(obj, state),
+                     "ca": _exception_constants(obj),
                      "cb": content_base(obj),
                      "an": None if nt is not None or issubclass(obj, BaseException)
                      else encode_hints(state, _own(obj, "__annotations__"))}
@@ -143,6 +144,25 @@ def describe(obj: object, state) -> tuple[str, dict]:
                      "sig": _signature(obj), "a": _bound_methods(obj),
                      "an": encode_hints(state, _own(obj, "__annotations__"))}
     return "o", {"c": state.handle(type(obj))}
+
+
+def _exception_constants(cls: type) -> list | None:
+    """``[[name, value], ...]`` of an exception class's own public constants (``code =
+    404``), plain data only, so that its mirror class has them too (``NotFound.code``)."""
+    if not issubclass(cls, BaseException):
+        return None
+    out = []
+    for klass in cls.__mro__:
+        if is_stdlib_module(getattr(klass, "__module__", None)):
+            continue
+        for name, value in list(vars(klass).items())[:50]:
+            if not name.startswith("_") and type(value) in _CONSTANTS \
+                    and name not in (n for n, _ in out):
+                out.append([name, value])
+    return out or None
+
+
+_CONSTANTS = (int, float, str, bool, type(None))
 
 
 def _value_meta(cls: type, state) -> dict | None:

@@ -595,6 +595,7 @@ EXCEPTION_TESTS = {
             assert excinfo.value.code == 404
             assert excinfo.value.key == "b"
             assert excinfo.value.info == {"key": "b", "code": 404}
+            assert NotFound.code == 404 and excinfo.value.code == NotFound.code
 
 
         def test_caught_by_base():

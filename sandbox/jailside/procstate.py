@@ -129,6 +129,10 @@ _UNSHARED = {
 SYS_SHARED = ("argv", "platform", "maxsize", "byteorder", "version_info", "orig_argv")
 
 
+def _sys_get(name: str):
+    return sys.__dict__.get(name, _GONE)
+
+
 def shared_attribute(module: str, name: str) -> bool:
     """Whether a test's patch of ``module.name`` is sent to the candidate process."""
     return module not in _UNSHARED_MODULES and not name.startswith("__") \
@@ -147,7 +151,7 @@ class Patches:
         self.sent: dict[tuple[str, str], object] = {}
         # ``sys`` keeps its class (``type(sys)`` is how code names the module type): its
         # shareable attributes are compared at each request instead.
-        self.sys_seen = {name: sys.__dict__.get(name, _GONE) for name in SYS_SHARED}
+        self.sys_now = tuple(map(_sys_get, SYS_SHARED))
         watched = _watched(self)
         for name, module in list(sys.modules.items()):
             if type(module) is types.ModuleType and module.__name__ == name \
@@ -167,11 +171,12 @@ class Patches:
         """``[[module, name, mode, value], ...]``, ``mode`` ``set``, ``del`` (the test
         deleted it) or ``restore`` (the test put back the value it had at the start: the
         candidate's own comes back)."""
-        for name, seen in self.sys_seen.items():
-            now = sys.__dict__.get(name, _GONE)
-            if now is not seen:
-                self.sys_seen[name] = now
-                self.note("sys", name, seen)
+        now = tuple(map(_sys_get, SYS_SHARED))
+        if now != self.sys_now:  # a cheap test first: these rarely change
+            for name, value, seen in zip(SYS_SHARED, now, self.sys_now, strict=True):
+                if value is not seen:
+                    self.note("sys", name, seen)
+            self.sys_now = now
         if not self.dirty:
             return None
         out = []

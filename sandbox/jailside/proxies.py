@@ -200,7 +200,7 @@ class ReadAhead:
     between two items happens in its place; the chunk grows to ``MAX``. What ends the
     iteration (``StopIteration``, an exception) is raised when the test reaches it."""
 
-    START = 8
+    START = 32  # a short loop over a generator is never read ahead
     MAX = 2048
 
     def __init__(self, peer):

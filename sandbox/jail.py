@@ -39,6 +39,7 @@ from sandbox.owned import owned_tempdir
 
 log = logging.getLogger("sandbox")
 JUDGE_PACKAGES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "py")
+ZONEINFO = "/usr/share/zoneinfo"  # the system's time-zone database, read-only in the jail
 MAX_TESTS = 4096  # test modules per job (one placeholder file each)
 SCRATCH_BYTES = 64 << 20  # size of each private tmpfs
 JAIL_SITE, JAIL_TESTS = "/judge/site", "/judge/tests"
@@ -154,6 +155,8 @@ def bwrap_launch() -> Launch:
             argv += ["--ro-bind", lib, lib]
     for path in binds:
         argv += ["--ro-bind", path, path]
+    if os.path.isdir(ZONEINFO):  # zoneinfo.ZoneInfo("Europe/Paris") works as on the host
+        argv += ["--ro-bind", ZONEINFO, ZONEINFO]
     packages, tests = judge_files()
     for name, path in packages.items():
         target = f"{JAIL_SITE}/{os.path.basename(path)}" if name != "jailside" \

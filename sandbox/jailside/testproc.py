@@ -274,9 +274,14 @@ def _solution(endpoint: Endpoint, manifest: dict) -> dict:
         codec.decode(manifest["error"])  # malformed data fails here, not in each module
         return {}
     exports = {}
-    names = manifest.get("names")
-    if type(names) is not list:
+    names, ref = manifest.get("names"), manifest.get("module")
+    if type(names) is not list or type(ref) is not int:
         raise ValueError("malformed manifest")
+    # The module first: a name bound to the candidate's own module (``me =
+    # sys.modules[__name__]``) is then this module, as in one process.
+    module = SolutionModule(MODULE)
+    codec.proxies[ref] = module
+    endpoint.mirrors.ids[id(module)] = ref
     for entry in names:
         if type(entry) is not list or len(entry) not in (2, 3) or type(entry[0]) is not str \
                 or not entry[0].isidentifier():
@@ -287,13 +292,7 @@ def _solution(endpoint: Endpoint, manifest: dict) -> dict:
             if isinstance(value, types.ModuleType) and sys.modules.get(value.__name__) is value \
                     and endpoint.mirrors.ref_of(remote) is not None:
                 exports[entry[0]] = SharedModule(value, remote)
-    module = SolutionModule(MODULE)
     module.__dict__.update({k: v for k, v in exports.items() if SolutionModule.kept_locally(v)})
-    ref = manifest.get("module")
-    if type(ref) is not int:
-        raise ValueError("malformed manifest")
-    codec.proxies[ref] = module
-    endpoint.mirrors.ids[id(module)] = ref
     sys.modules[MODULE] = module
     return exports
 

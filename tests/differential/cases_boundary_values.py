@@ -8,8 +8,7 @@ Each family meets a right and a wrong candidate.
 Left out (deviations or limits of the jail, see ``test_sandbox_boundary_values.py``): a
 returned builtin compared by identity with the test's own (``f() is max``), ``typing``'s
 subscripted aliases and the candidate's own ``TypeVar``s returned as values (outside
-annotations they travel as handles), and named ``zoneinfo`` zones (the jail has no time-zone
-database)."""
+annotations they travel as handles)."""
 
 from __future__ import annotations
 
@@ -1101,6 +1100,60 @@ TYPING_TESTS = {
     """,
 }
 
+# The candidate's own module as one of its values, and named time zones (the jail reads the
+# system's time-zone database).
+OWN_MODULE = {
+    "ok": """
+        import sys
+        from datetime import datetime
+        from zoneinfo import ZoneInfo
+
+        me = sys.modules[__name__]
+        TOTAL = 0
+
+
+        def add(a, b):
+            me.TOTAL += 1
+            return a + b
+
+
+        def noon_in(zone):
+            return datetime(2020, 7, 1, 12, tzinfo=ZoneInfo(zone))
+    """,
+    "wrong": """
+        import sys
+        from datetime import datetime, timezone
+
+        me = sys.modules[__name__]
+        TOTAL = 0
+
+
+        def add(a, b):
+            return a - b
+
+
+        def noon_in(zone):
+            return datetime(2020, 7, 1, 12, tzinfo=timezone.utc)
+    """,
+}
+OWN_MODULE_TESTS = {
+    "through-itself": """
+        import solution
+
+        assert me is solution
+        assert me.add(1, 2) == 3
+        assert solution.TOTAL == 1
+    """,
+    "zones": """
+        from zoneinfo import ZoneInfo
+
+
+        def test_paris_is_two_hours_ahead_in_summer():
+            assert noon_in("Europe/Paris").utcoffset().total_seconds() == 7200
+            assert noon_in("Europe/Paris").tzinfo == ZoneInfo("Europe/Paris")
+    """,
+}
+
 PAIRS = (family("bv-std-enums", STD_ENUMS, STD_ENUM_TESTS)
          + family("bv-own-enums", OWN_ENUMS, OWN_ENUM_TESTS)
          + family("bv-callables", CALLABLES, CALLABLE_TESTS)
@@ -1111,4 +1164,5 @@ PAIRS = (family("bv-std-enums", STD_ENUMS, STD_ENUM_TESTS)
          + family("bv-std-values", STD_VALUES, STD_VALUE_TESTS)
          + family("bv-more-values", MORE_VALUES, MORE_TESTS)
          + family("bv-lookup-enums", LOOKUP_ENUMS, LOOKUP_TESTS)
-         + family("bv-typing", TYPING, TYPING_TESTS))
+         + family("bv-typing", TYPING, TYPING_TESTS)
+         + family("bv-own-module", OWN_MODULE, OWN_MODULE_TESTS))

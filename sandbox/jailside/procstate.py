@@ -12,6 +12,7 @@ Stdlib-only: the jail runs it.
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import random
 import sys
@@ -143,7 +144,8 @@ class Patches:
     """T: the attributes of standard-library modules (and ``builtins``) the test set or
     deleted since the candidate process was last told (``monkeypatch.setattr(time, "sleep",
     ...)``, ``patch("builtins.open")``, ``sys.argv = [...]``): each module loaded at the start
-    is made a ``Watched`` module, whose ``setattr`` notes the name."""
+    is made a ``Watched`` module, whose ``setattr`` notes the name; one imported later is
+    from the next request on (a patch made before that is not seen)."""
 
     def __init__(self, is_stdlib):
         self.dirty: set[tuple[str, str]] = set()
@@ -152,13 +154,17 @@ class Patches:
         # ``sys`` keeps its class (``type(sys)`` is how code names the module type): its
         # shareable attributes are compared at each request instead.
         self.sys_now = tuple(map(_sys_get, SYS_SHARED))
-        watched = _watched(self)
+        self.is_stdlib, self.watched, self.loaded = is_stdlib, _watched(self), 0
+        self._watch_new()
+
+    def _watch_new(self) -> None:
+        self.loaded = len(sys.modules)
         for name, module in list(sys.modules.items()):
             if type(module) is types.ModuleType and module.__name__ == name \
-                    and (name == "builtins" or is_stdlib(name)) \
+                    and (name == "builtins" or self.is_stdlib(name)) \
                     and name not in _UNSHARED_MODULES and name != "sys":
                 try:
-                    module.__class__ = watched
+                    module.__class__ = self.watched
                 except TypeError:
                     continue
 
@@ -171,6 +177,8 @@ class Patches:
         """``[[module, name, mode, value], ...]``, ``mode`` ``set``, ``del`` (the test
         deleted it) or ``restore`` (the test put back the value it had at the start: the
         candidate's own comes back)."""
+        if len(sys.modules) != self.loaded:
+            self._watch_new()
         now = tuple(map(_sys_get, SYS_SHARED))
         if now != self.sys_now:  # a cheap test first: these rarely change
             for name, value, seen in zip(SYS_SHARED, now, self.sys_now, strict=True):
@@ -229,8 +237,11 @@ def apply_patches(patches, is_stdlib) -> None:
                 or not shared_attribute(module_name, name):
             raise ValueError(f"{module_name}.{name} is not shared")
         module = sys.modules.get(module_name)
-        if module is None:  # not imported here: nothing of the candidate's uses it
-            continue
+        if module is None:  # imported here later (``import`` in a call) gets the patch too
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError:
+                continue
         key = (module_name, name)
         if mode == "restore":
             old = _ORIGINALS.pop(key, _GONE)

@@ -691,6 +691,11 @@ MORE = {
             for i in range(n):
                 calls += 1
                 yield i * i
+
+
+        def hue_of(r, g, b):
+            import colorsys
+            return colorsys.rgb_to_hsv(r, g, b)
     """,
     "wrong": """
         import random
@@ -723,6 +728,11 @@ MORE = {
             for i in range(n):
                 yield i * i
             calls += n
+
+
+        def hue_of(r, g, b):
+            import colorsys
+            return colorsys.rgb_to_hsv(r, g, b)[0]
     """,
 }
 
@@ -778,6 +788,14 @@ MORE_TESTS = {
 
             with pytest.raises(KeyError):
                 submit_all(bad, [1])
+    """,
+    "late_import": """
+        def test_patch_of_a_module_imported_by_the_test(monkeypatch):
+            import colorsys
+
+            assert shuffled([1]) == [1]
+            monkeypatch.setattr(colorsys, "rgb_to_hsv", lambda r, g, b: "patched")
+            assert hue_of(1, 0, 0) == "patched"
     """,
     "state_after_run": """
         import solution

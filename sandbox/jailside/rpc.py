@@ -47,7 +47,7 @@ import sys
 import threading
 import warnings
 
-from . import proxies
+from . import procstate, proxies
 from .codec import Codec
 from .describe import describe
 from .mirror import Mirrors
@@ -173,10 +173,13 @@ class Endpoint(Operations):
         return frame
 
     def _response(self, frame: list, sent: list):
-        if len(frame) != 6 or frame[1] not in ("ok", "raise"):
+        if not (len(frame) == 6 or len(frame) == 7 and self.capture) \
+                or frame[1] not in ("ok", "raise"):
             self.fatal("error", f"the {self._peer_name()} broke the protocol")
-        _, status, value, writeback, output, warned = frame
+        _, status, value, writeback, output, warned = frame[:6]
         try:
+            if len(frame) == 7:  # C: the shared ``random`` state, back from the test
+                procstate.apply_random(self.codec.decode(frame[6]))
             result = self.codec.decode(value, sent)
             self._apply(writeback, sent)
         except (ValueError, TypeError, RecursionError) as exc:
@@ -265,7 +268,11 @@ class Endpoint(Operations):
             writeback, status = [], "raise"
             value = self.codec.encode(RuntimeError(
                 f"the result could not be sent: {type(exc).__name__}: {text(exc)}"))
-        self._answer(["r", status, value, writeback, out, warned])
+        response = ["r", status, value, writeback, out, warned]
+        if self.tracker is not None and self.tracker.random.here:
+            # T: a callback drew from the shared generator: the candidate goes on from here
+            response.append(self.codec.encode(self.tracker.random.give()))
+        self._answer(response)
 
     def _run(self, op: str, parts: list):
         """Execute one request; ``(status, value, output, warnings)``."""

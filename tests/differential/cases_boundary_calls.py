@@ -668,6 +668,10 @@ MORE = {
             return [random.randint(1, 6) for _ in range(n)]
 
 
+        def around(fn):
+            return [random.randint(1, 100), fn(), random.randint(1, 100)]
+
+
         def shuffled(xs):
             xs = list(xs)
             random.shuffle(xs)
@@ -707,6 +711,10 @@ MORE = {
 
         def roll_all(n):
             return [random.randint(1, 6) for _ in range(n - 1)] + [1]
+
+
+        def around(fn):
+            return [random.randint(1, 100), random.randint(1, 100), fn()]
 
 
         def shuffled(xs):
@@ -765,6 +773,16 @@ MORE_TESTS = {
             random.seed(3)
             [random.randint(1, 6) for _ in range(3)]
             assert random.random() == after
+    """,
+    "seed_callback": """
+        import random
+
+
+        def test_callback_draws_from_the_same_generator():
+            random.seed(5)
+            got = around(lambda: random.randint(1, 100))
+            random.seed(5)
+            assert got == [random.randint(1, 100) for _ in range(3)]
     """,
     "time_patched": """
         import time

@@ -3,7 +3,11 @@
 Strictly nested request/response over two pipes: T asks C to call a function, read an
 attribute or apply an operator to one of C's objects; while C serves, it may ask T back (a key
 function or a test's object that T passed in); each side answers the innermost request first,
-so only one side ever writes at a time.
+so only one side ever writes at a time. Threads take turns: the endpoint's ``lock`` is the
+right to use the pipes, held while writing a request and reading its answer and released
+while serving a request of the peer, so threads the candidate starts during a call (a
+``ThreadPoolExecutor`` mapping a test's callback) ask the test one at a time; once the test's
+call has been answered, they may ask nothing.
 
 A request is ``["q", op, payload]`` and its response ``["r", "ok"|"raise", value, writeback,
 output, warnings]``:
@@ -19,10 +23,13 @@ output, warnings]``:
 - ``output``: what the candidate printed during the call (``sys.stdout``/``sys.stderr``),
   written to the caller's streams so ``capsys`` reads it, and its log records (C's only);
   ``warnings``: the warnings it
-  issued, issued again at the caller (so ``pytest.warns`` and ``recwarn`` see them).
+  issued, issued again at the caller (so ``pytest.warns`` and ``recwarn`` see them); from
+  T only, a seventh field may follow: the shared ``random`` state, when a callback of the
+  test drew from it (``procstate.SharedRandom``).
 
-What one process shares, the two share too: T sends its environment, working directory and
-recursion limit before a request when they changed (``state``), serves C's ``input()`` and
+What one process shares, the two share too: T sends its environment, working directory,
+recursion limit, its patches of the standard library and builtins, and the ``random`` state
+before a request when they changed (``state``, see ``procstate``), serves C's ``input()`` and
 ``sys.stdin`` reads from its own (``stdin``, see ``candidate``), and handles the candidate's
 log records of a call again (``caplog``); ``restore`` undoes the test's last ``set`` of an
 attribute (see ``mirror``).

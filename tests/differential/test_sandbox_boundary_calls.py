@@ -132,3 +132,20 @@ def test_patching_what_the_judge_uses_stays_the_tests_own():
             "    assert isinstance(cwd_name(), str)\n    assert cwd_name() != 'y'\n")
     (outcome,) = execute(code, [test]).outcomes
     assert outcome.status == "passed", outcome.message
+
+
+SHAPE = ("from dataclasses import dataclass\nclass Shape:\n    def __init__(self, s):\n"
+         "        self.s = s\n@dataclass\nclass Item:\n    name: str\n")
+
+
+@pytest.mark.parametrize("test, named", [
+    ("class Square(Shape):\n    pass\ndef test_sq():\n    assert Square(2).s == 2\n",
+     "Square is the test's subclass of the candidate's class Shape"),
+    ("from dataclasses import dataclass\n@dataclass\nclass Sub(Item):\n    n: int = 0\n"
+     "def test_sub():\n    assert Sub('a').n == 0\n",
+     "a dataclass of the test cannot derive from the candidate's dataclass Item"),
+])
+def test_a_test_subclass_of_a_candidate_class_is_a_named_error(test, named):
+    (outcome,) = execute(SHAPE, [test]).outcomes
+    assert outcome.status == "error"
+    assert named in outcome.message

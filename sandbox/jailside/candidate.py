@@ -32,6 +32,7 @@ import threading
 import types
 import warnings
 
+from . import procstate
 from .describe import describe
 from .layout import MODULE, exported_names
 from .relay import MAX_LOGS, MAX_OUTPUT, Capped, text
@@ -165,6 +166,7 @@ def _share_process_state(endpoint: Endpoint) -> None:
                                       int(record.lineno or 0), str(record.funcName)])
 
     builtins.input, sys.stdin = relay_input, Stdin()
+    procstate.share_random(lambda: endpoint.request("randstate"))
     root = logging.getLogger()
     root.addHandler(Forward())
     root.setLevel(logging.NOTSET)  # every record goes over; the test's levels decide

@@ -6,8 +6,8 @@ server's own objects, and what a restricted server (T serving C) refuses.
   (``monkeypatch``/``mock.patch`` setting back a mirror's stand-in, see ``mirror``);
 - ``op``: one special method (``OPS``);
 - ``state`` (C only): the test's environment, working directory, recursion limit, patches
-  of the standard library and the ``random`` state (``procstate``); ``randstate`` (C only):
-  the candidate's ``random`` state, for the test;
+  of the standard library and the version of the test's ``random`` generator
+  (``procstate``); ``randstate`` (T only): the test's ``random`` state, for the candidate;
 - ``nextn`` (C only): items of an iterator read ahead (``proxies.ReadAhead``);
 - ``stdin`` (T only): the candidate reads the test's ``input()``/``sys.stdin``
   (see ``candidate``).
@@ -89,9 +89,9 @@ class Operations:
             return delattr(target, self._public(name))
         if op == "state" and not self.restricted:  # C: see ``procstate``
             return procstate.apply(*_unpack(parts, 6))
-        if op == "randstate" and not self.restricted:
+        if op == "randstate" and self.restricted:  # T: the test's generator, for C
             _unpack(parts, 0)
-            return procstate.random_state()
+            return procstate.test_random_state()
         if op == "stdin" and self.restricted:  # T: the candidate reads the test's stdin
             method, args, out, err = _unpack(parts, 4)
             self._echo([out, err], None)  # what it printed before (a prompt's order)

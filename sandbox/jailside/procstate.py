@@ -2,7 +2,7 @@
 environment (``monkeypatch.setenv``), the working directory (``monkeypatch.chdir``), the
 recursion limit, the test's patches of standard-library modules and builtins
 (``monkeypatch.setattr(time, "sleep", ...)``, ``patch("builtins.open")``, ``sys.argv``) and
-the state of the ``random`` generator. The test process tracks its own (``Tracker``) and,
+the seeding of the ``random`` generator. The test process tracks its own (``Tracker``) and,
 before a request, tells the candidate process what changed since it last did (the ``state``
 request, applied there by ``apply``).
 
@@ -47,13 +47,13 @@ def _shared_state() -> tuple:
 class Tracker:
     """T: the state the candidate process was last told (at first: the one it started
     with, as both were forked from the same setup), the test's patches of the standard
-    library (``Patches``) and the shared ``random`` generator (``SharedRandom``, whose
-    ``fetch`` asks the candidate process for its state)."""
+    library (``Patches``) and the version of the test's ``random`` generator
+    (``TestRandom``)."""
 
-    def __init__(self, fetch_random):
+    def __init__(self):
         self.synced = _shared_state()
         self.raw = None
-        self.random = SharedRandom(fetch_random)
+        self.random = TestRandom()
         self.patches = Patches(is_stdlib_module)
 
     def changes(self) -> list | None:
@@ -259,17 +259,54 @@ def _put(module, name: str, value) -> None:
         setattr(module, name, value)
 
 
-class SharedRandom:
-    """T: the one ``random`` generator of a process, shared by the test and the candidate:
-    its state lives on one side at a time. The candidate's side holds it at first; a
-    function of the test's ``random`` module (``seed``, ``randint``, ``getstate``...) fetches
-    it first (``fetch``), and the next request takes it back to the candidate (``give``), so
-    ``random.seed(0)`` in a test and the candidate's draws, or the test's draws after the
-    candidate's, are the draws of one generator, as in one process."""
+class TestRandom:
+    """T: the test's ``random`` generator stays the test's own. Every function of its
+    ``random`` module that may change the generator (``seed``, ``setstate``, the draws) bumps
+    ``version``; the candidate process is told the new version before the next request
+    (``give``) and, the first time its code uses ``random`` after that, takes the test's state
+    (``CandidateRandom``): ``random.seed(0)`` in a test reaches the candidate's draws, as in
+    one process. What the candidate draws or sets never comes back, so it cannot choose the
+    test's random inputs (in one process ``random.setstate`` in the candidate's code would
+    steer every draw the test makes afterwards): the test's later draws go on from its own
+    state, a documented deviation."""
+
+    def __init__(self):
+        self.version = self.sent = 0
+        inst = random._inst
+        for name, fn in list(vars(random).items()):
+            if getattr(fn, "__self__", None) is inst and callable(fn) and name != "getstate":
+                random.__dict__[name] = self._wrap(fn)
+
+    def _wrap(self, fn):
+        @functools.wraps(fn)
+        def counted(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.version += 1
+
+        return counted
+
+    def give(self) -> int | None:
+        """The version to tell the candidate process, when it has changed since (else None)."""
+        if self.version == self.sent:
+            return None
+        self.sent = self.version
+        return self.version
+
+
+def test_random_state():
+    """T: its generator's state, for the candidate process (the ``randstate`` request)."""
+    return random._inst.getstate()
+
+
+class CandidateRandom:
+    """C: before its code uses ``random``, it takes the test's generator state if the test
+    changed it since C last took it (``TestRandom``)."""
 
     def __init__(self, fetch):
         self.fetch = fetch
-        self.here = False
+        self.wanted = self.have = 0
         inst = random._inst
         for name, fn in list(vars(random).items()):
             if getattr(fn, "__self__", None) is inst and callable(fn):
@@ -277,35 +314,31 @@ class SharedRandom:
 
     def _wrap(self, fn):
         @functools.wraps(fn)
-        def shared(*args, **kwargs):
-            self.take()
+        def synced(*args, **kwargs):
+            if self.wanted > self.have:
+                self.have = self.wanted
+                try:
+                    random._inst.setstate(self.fetch())
+                except (RuntimeError, TypeError, ValueError):
+                    pass  # asked outside a call (a thread of its own): its own state serves
             return fn(*args, **kwargs)
 
-        return shared
-
-    def take(self) -> None:
-        if not self.here:
-            state = self.fetch()
-            random._inst.setstate(state)
-            self.here = True
-
-    def give(self):
-        """The state for the candidate when the test holds it (else None)."""
-        if not self.here:
-            return None
-        self.here = False
-        return random._inst.getstate()
+        return synced
 
 
-def random_state():
-    """C: its generator's state, for the test (``SharedRandom.take``)."""
-    return random._inst.getstate()
+_CANDIDATE_RANDOM: list[CandidateRandom] = []
 
 
-def apply_random(state) -> None:
-    """C: the generator's state from the test."""
-    if state is not None:
-        try:
-            random._inst.setstate(state)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"malformed random state: {exc}") from None
+def share_random(fetch) -> None:
+    """C, at start: its ``random`` functions follow the test's seeding (``CandidateRandom``)."""
+    _CANDIDATE_RANDOM.append(CandidateRandom(fetch))
+
+
+def apply_random(version) -> None:
+    """C: the test's generator is now at ``version`` (None: unchanged)."""
+    if version is None:
+        return
+    if type(version) is not int:
+        raise ValueError("malformed random version")
+    for shared in _CANDIDATE_RANDOM:
+        shared.wanted = max(shared.wanted, version)

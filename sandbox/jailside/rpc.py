@@ -23,13 +23,12 @@ output, warnings]``:
 - ``output``: what the candidate printed during the call (``sys.stdout``/``sys.stderr``),
   written to the caller's streams so ``capsys`` reads it, and its log records (C's only);
   ``warnings``: the warnings it
-  issued, issued again at the caller (so ``pytest.warns`` and ``recwarn`` see them); from
-  T only, a seventh field may follow: the shared ``random`` state, when a callback of the
-  test drew from it (``procstate.SharedRandom``).
+  issued, issued again at the caller (so ``pytest.warns`` and ``recwarn`` see them).
 
 What one process shares, the two share too: T sends its environment, working directory,
-recursion limit, its patches of the standard library and builtins, and the ``random`` state
-before a request when they changed (``state``, see ``procstate``), serves C's ``input()`` and
+recursion limit, its patches of the standard library and builtins, and the version of its
+``random`` generator before a request when they changed (``state``, see ``procstate``; C
+takes the generator's state with ``randstate`` when its code next draws), serves C's ``input()`` and
 ``sys.stdin`` reads from its own (``stdin``, see ``candidate``), and handles the candidate's
 log records of a call again (``caplog``); ``restore`` undoes the test's last ``set`` of an
 attribute (see ``mirror``).
@@ -54,7 +53,7 @@ import sys
 import threading
 import warnings
 
-from . import procstate, proxies
+from . import proxies
 from .codec import Codec
 from .describe import describe
 from .mirror import Mirrors
@@ -106,7 +105,7 @@ class Endpoint(Operations):
         self.readahead = proxies.ReadAhead(self)
         self.originals: dict[tuple[int, str], tuple[object, list]] = {}  # see ``ops``
         # T: what C was told (``_sync``)
-        self.tracker = None if capture else Tracker(lambda: self.request("randstate"))
+        self.tracker = None if capture else Tracker()
         self.logs: list | None = None  # C: log records of the call being served
         self.lock = threading.Lock()  # the right to use the pipes (``request``)
         self.serving_thread: int | None = None
@@ -180,13 +179,10 @@ class Endpoint(Operations):
         return frame
 
     def _response(self, frame: list, sent: list):
-        if not (len(frame) == 6 or len(frame) == 7 and self.capture) \
-                or frame[1] not in ("ok", "raise"):
+        if len(frame) != 6 or frame[1] not in ("ok", "raise"):
             self.fatal("error", f"the {self._peer_name()} broke the protocol")
         _, status, value, writeback, output, warned = frame[:6]
         try:
-            if len(frame) == 7:  # C: the shared ``random`` state, back from the test
-                procstate.apply_random(self.codec.decode(frame[6]))
             result = self.codec.decode(value, sent)
             self._apply(writeback, sent)
         except (ValueError, TypeError, RecursionError) as exc:
@@ -275,11 +271,7 @@ class Endpoint(Operations):
             writeback, status = [], "raise"
             value = self.codec.encode(RuntimeError(
                 f"the result could not be sent: {type(exc).__name__}: {text(exc)}"))
-        response = ["r", status, value, writeback, out, warned]
-        if self.tracker is not None and self.tracker.random.here:
-            # T: a callback drew from the shared generator: the candidate goes on from here
-            response.append(self.codec.encode(self.tracker.random.give()))
-        self._answer(response)
+        self._answer(["r", status, value, writeback, out, warned])
 
     def _run(self, op: str, parts: list):
         """Execute one request; ``(status, value, output, warnings)``."""

@@ -766,23 +766,21 @@ MORE_TESTS = {
             assert got == xs
 
 
-        def test_test_draws_after_candidate_draws():
+        def test_two_calls_under_one_seed_draw_on():
             random.seed(3)
-            roll_all(3)
-            after = random.random()
+            first, second = roll_all(3), roll_all(3)
             random.seed(3)
-            [random.randint(1, 6) for _ in range(3)]
-            assert random.random() == after
+            assert first + second == [random.randint(1, 6) for _ in range(6)]
     """,
     "seed_callback": """
         import random
 
 
-        def test_callback_draws_from_the_same_generator():
+        def test_callback_draws_from_the_tests_own_generator():
             random.seed(5)
-            got = around(lambda: random.randint(1, 100))
+            got = around(lambda: 7)
             random.seed(5)
-            assert got == [random.randint(1, 100) for _ in range(3)]
+            assert got == [random.randint(1, 100), 7, random.randint(1, 100)]
     """,
     "time_patched": """
         import time

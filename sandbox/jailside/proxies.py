@@ -13,6 +13,16 @@ import inspect
 from .describe import SPECIAL
 
 COMPARISONS = frozenset({"__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"})
+# Arithmetic operators of a candidate's object: in the test process, never given a value of
+# the test's. Were it given one, the object could answer whatever that value needs:
+# ``abs(area(2) - 12.566) < 1e-3`` holds for an object whose ``__sub__`` returns 0, whatever
+# the expected value. (``in`` is left to the candidate's containers, as data structures are
+# what a test asks about: a candidate's own ``__contains__`` answers for itself.)
+OPERANDS = frozenset(
+    f"__{p}{name}__" for name in ("add", "sub", "mul", "truediv", "floordiv", "mod",
+                                  "divmod", "pow", "matmul", "and", "or", "xor", "lshift",
+                                  "rshift")
+    for p in ("", "r", "i"))
 PEER = None  # the endpoint of this process's one session (set by ``rpc.Endpoint``)
 
 
@@ -139,10 +149,17 @@ def _standin(value) -> str | None:
 
 def forwarder(peer, mirrors, dunder: str):
     strict = dunder in COMPARISONS and getattr(peer, "strict", False)
+    guarded = dunder in OPERANDS and getattr(peer, "strict", False)
 
     def forward(self, *args):
         if strict and mirrors.ref_of(args[0]) is None:
             return NotImplemented
+        if guarded:
+            for arg in args:
+                if arg is not None and mirrors.ref_of(arg) is None:
+                    raise TypeError(f"{dunder} of the candidate's {type(self).__name__} is "
+                                    f"not given the test's {type(arg).__name__}: a candidate "
+                                    "object computes only with the candidate's objects")
         return peer.request("op", dunder, self, args)
 
     forward.__name__ = dunder

@@ -25,8 +25,16 @@ It denies, with ``EPERM``:
   the init of its own pid namespace, and the kernel ignores every signal such a process sends
   itself that it has no handler for (``SIGKILL`` included), so without this rule a candidate
   that kills itself would go on running;
-- sockets (no network even where namespaces are unavailable), namespaces, mounts, io_uring,
-  bpf, perf, keyrings, module loading.
+- sockets (no network even where namespaces are unavailable): ``socket``, and ``bind``,
+  ``connect``, ``listen``, ``accept``/``accept4``, so no socket can be named, reach a name or
+  take a connection. One kind stays: ``socketpair(AF_UNIX, SOCK_STREAM)``, two anonymous
+  sockets joined to each other, which is what asyncio's event loop makes for its self-pipe
+  (``asyncio.run`` needs it). It reaches no other process (fork is denied, and nothing can
+  connect to an unnamed socket), and a connected stream socket refuses ``sendto``/``sendmsg``
+  to any other address (``EISCONN``), which a filter could not check inside ``sendmsg``'s
+  ``msghdr``; a datagram pair could send to any named socket, so ``SOCK_DGRAM`` (and any
+  other family or type) is denied;
+- namespaces, mounts, io_uring, bpf, perf, keyrings, module loading.
 
 Why a deny-list: an allow-list for CPython depends on the glibc, the kernel and the
 interpreter's own version (each release adds syscalls such as ``rseq`` or ``clone3``), and an
@@ -49,7 +57,7 @@ _RET_ALLOW = 0x7FFF0000
 _RET_KILL = 0x80000000
 _EPERM = 0x00050000 | 1
 _ENOSYS = 0x00050000 | 38
-_LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
+_LD_W_ABS, _JEQ, _JGE, _JSET, _AND, _RET = 0x20, 0x15, 0x35, 0x45, 0x54, 0x06
 _CLONE_THREAD = 0x00010000
 
 # x86_64 syscall numbers denied outright.
@@ -57,7 +65,8 @@ _DENY = {
     59: "execve", 322: "execveat", 57: "fork", 58: "vfork", 101: "ptrace",
     310: "process_vm_readv", 311: "process_vm_writev", 438: "pidfd_getfd",
     424: "pidfd_send_signal", 434: "pidfd_open", 440: "process_madvise",
-    448: "process_mrelease", 200: "tkill", 41: "socket", 53: "socketpair",
+    448: "process_mrelease", 200: "tkill", 41: "socket", 42: "connect", 43: "accept",
+    288: "accept4", 49: "bind", 50: "listen",
     272: "unshare", 308: "setns", 165: "mount", 166: "umount2", 155: "pivot_root",
     161: "chroot", 425: "io_uring_setup", 426: "io_uring_enter", 427: "io_uring_register",
     321: "bpf", 298: "perf_event_open", 323: "userfaultfd", 248: "add_key",
@@ -66,6 +75,9 @@ _DENY = {
     163: "acct", 169: "reboot", 167: "swapon", 168: "swapoff", 135: "personality",
 }
 _CLONE, _CLONE3 = 56, 435
+# socketpair(domain, type, ...): only AF_UNIX with SOCK_STREAM (type's low four bits; the
+# SOCK_NONBLOCK and SOCK_CLOEXEC flags above them are free).
+_SOCKETPAIR, _AF_UNIX, _SOCK_STREAM, _SOCK_TYPE_MASK = 53, 1, 1, 0xF
 _SIGKILL = 9
 # Syscalls whose first argument is a target pid: allowed for 0 (the caller) or its own pid.
 _SELF_OR_ZERO = {302: "prlimit64", 142: "sched_setparam", 144: "sched_setscheduler",
@@ -121,6 +133,11 @@ def build_filter(self_pid: int) -> bytes:
         for cmd in cmds:
             prog += [_ins(_JEQ, 0, 1, cmd), _ins(_RET, 0, 0, _EPERM)]
         prog.append(_ins(_RET, 0, 0, _RET_ALLOW))
+    prog += [  # socketpair(domain, type, ...): AF_UNIX stream only
+        _ins(_JEQ, 0, 7, _SOCKETPAIR), _ins(_LD_W_ABS, 0, 0, arg0),
+        _ins(_JEQ, 0, 3, _AF_UNIX), _ins(_LD_W_ABS, 0, 0, arg1),
+        _ins(_AND, 0, 0, _SOCK_TYPE_MASK), _ins(_JEQ, 1, 0, _SOCK_STREAM),
+        _ins(_RET, 0, 0, _EPERM), _ins(_RET, 0, 0, _RET_ALLOW)]
     prog += [  # clone(flags, ...): threads only
         _ins(_JEQ, 0, 4, _CLONE), _ins(_LD_W_ABS, 0, 0, arg0),
         _ins(_JSET, 0, 1, _CLONE_THREAD), _ins(_RET, 0, 0, _RET_ALLOW),

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 THEMES = ("cases_basic", "cases_marks", "cases_classes", "cases_bank", "cases_fixtures",
           "cases_values", "cases_proxies", "cases_helpers", "cases_protocols", "cases_shared",
           "cases_stdlib", "cases_edge", "cases_stops", "cases_transport",
-          "cases_boundary_values", "cases_boundary_calls")
+          "cases_boundary_values", "cases_boundary_calls", "cases_async")
 
 
 @dataclass(frozen=True)

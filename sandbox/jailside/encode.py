@@ -71,6 +71,9 @@ class Encoder:
             return {"H": peer_ref}
         if self.describe is None:
             raise NotEncodable(f"{type(obj).__name__} cannot be sent")
+        if not self.codec.trusts_peer and is_pytest_object(obj):
+            raise TypeError(f"pytest's {type(obj).__name__} is not handed to the candidate "
+                            "(nothing of the test process's pytest crosses the boundary)")
         ref = self.codec.ref_of(obj)
         kind = self.described.get(ref)
         if kind is not None:
@@ -412,3 +415,21 @@ _FROM_CANDIDATE = {
     collections.ChainMap: _enc_chainmap,
     types.MappingProxyType: lambda s, x, d: {"mp": s.items(x, d)},
 }
+
+
+_PYTEST_PACKAGES = ("pytest", "_pytest", "pluggy", "iniconfig")
+
+
+def is_pytest_object(obj: object) -> bool:
+    """Whether ``obj`` is pytest's own (a fixture's value such as ``request``, ``capsys`` or
+    ``monkeypatch``, a config, an item or node, a pytest function or class, a module):
+    the test process never hands one to the candidate, so a candidate cannot reach the
+    session that judges it."""
+    if isinstance(obj, types.ModuleType):
+        name = obj.__name__
+    elif isinstance(obj, type | types.FunctionType | types.BuiltinFunctionType
+                    | types.MethodType):
+        name = getattr(obj, "__module__", None)
+    else:
+        name = type(obj).__module__
+    return isinstance(name, str) and name.split(".", 1)[0] in _PYTEST_PACKAGES

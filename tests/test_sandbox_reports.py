@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox.jailside.reports import Malformed, Module, Session, module_budget, parse
+from sandbox.jailside.reports import MAX_TRIPS, Malformed, Module, Session, module_budget, parse
 from sandbox.jailside.verdicts import MODULE_ITEM, ItemResult, verdict
 
 ITEM = ["test_x", "passed", False, False, ""]
@@ -99,3 +99,56 @@ def test_a_session_refuses_more_frames_than_its_bound(monkeypatch):
         session.take(["body", 0, True])
     with pytest.raises(Malformed, match="more than 3"):
         session.take(["body", 0, True])
+
+
+@pytest.mark.parametrize("count", [0, 256, MAX_TRIPS])
+def test_a_count_of_round_trips_is_read(count):
+    assert parse(["trips", count], ALLOWED) == ("trips", count)
+
+
+@pytest.mark.parametrize("frame", [
+    ["trips"], ["trips", 1, 2], ["trips", True], ["trips", -1], ["trips", MAX_TRIPS + 1],
+    ["trips", 1.0], ["trips", "256"], ["trips", None], ["trips", [256]],
+])
+def test_a_count_of_round_trips_of_any_other_shape_is_refused(frame):
+    with pytest.raises(Malformed, match="'trips'"):
+        parse(frame, ALLOWED)
+
+
+def test_a_session_refuses_a_count_of_round_trips_that_goes_down():
+    session = Session([0])
+    for frame in (["trips", 0], ["trips", 256], ["phase", -1, "load"], ["trips", 256],
+                  ["trips", 512]):
+        session.take(frame)  # the session's total so far: the same again is no news
+    assert session.trips == 512
+    with pytest.raises(Malformed, match="went down"):
+        session.take(["trips", 511])
+
+
+class _Pair:
+    """What ``worker._Step`` reads of a pair: CPU set by the test, no run-queue wait."""
+
+    def __init__(self):
+        self.cpu = 0.0
+
+    def used_cpu(self) -> float:
+        return self.cpu
+
+    def waited(self) -> float:
+        return 0.0
+
+
+def test_a_step_is_not_billed_for_its_round_trips_up_to_a_bounded_allowance():
+    from sandbox.jailside import worker
+
+    pair = _Pair()
+    step = worker._Step(0, pair, True, trips=1000)  # the session's trips before the step
+    pair.cpu = 1.0 + worker.TRIP_CPU_S * 10_000  # 10,000 round trips and 1 s of its own
+    assert step.over(2.0, 1e9, trips=11_000) is None
+    assert "beyond the" in step.over(0.5, 1e9, trips=11_000)
+    assert step.over(2.0, 1e9, trips=1000).startswith("used ")  # none in this step
+    assert step.over(2.0, 1e9, trips=0).startswith("used ")  # never negative
+    pair.cpu = 2.0 * worker.TRIP_CREDIT + 1.9  # a forged count gets the bounded allowance
+    assert step.over(2.0, 1e9, trips=10 ** 12) is None
+    pair.cpu = 2.0 * worker.TRIP_CREDIT + 2.1
+    assert "beyond the" in step.over(2.0, 1e9, trips=10 ** 12)

@@ -21,6 +21,7 @@ from .verdicts import MODULE_ITEM, ItemResult, short
 
 MAX_FRAME = 64 << 10       # one report frame: an item's name and message are cut far below
 MAX_FRAMES = 200_000       # report frames one session may send
+MAX_TRIPS = 10 ** 12       # round trips a session's ``trips`` report may claim
 MAX_JOB_ITEM_BYTES = 24 << 20  # item reports kept per job, shared out evenly by module
 MIN_MODULE_BYTES = 8 << 10
 STOPS = ("poison", "interrupted", "internal")
@@ -33,15 +34,21 @@ class Malformed(ValueError):
 
 
 def parse(frame: object, allowed: frozenset[int]) -> tuple:
-    """One report frame, checked: ``("done",)``, ``("phase", index, what)``,
-    ``("item", index, ItemResult)``, ``("body", index, bool)`` or ``("stop", status,
+    """One report frame, checked: ``("done",)``, ``("trips", count)``, ``("phase", index,
+    what)``, ``("item", index, ItemResult)``, ``("body", index, bool)`` or ``("stop", status,
     message)``. ``allowed`` are the module indices this session runs; a frame about any other
-    module, or of any other shape, raises ``Malformed``."""
+    module, or of any other shape, raises ``Malformed``. ``count`` is the round trips to the
+    candidate that T has started in this session (the worker's allowance for the boundary's
+    own work, ``worker._Step``)."""
     if type(frame) is not list or not frame or type(frame[0]) is not str:
         raise Malformed("a report that is not a list headed by its kind")
     kind = frame[0]
     if kind == "done" and len(frame) == 1:
         return ("done",)
+    if kind == "trips":
+        if len(frame) == 2 and type(frame[1]) is int and 0 <= frame[1] <= MAX_TRIPS:
+            return ("trips", frame[1])
+        raise Malformed("a 'trips' report that is not one count of round trips")
     if kind in STOPS:
         return _stop(frame)
     if len(frame) != 3:
@@ -76,14 +83,16 @@ def _stop(frame: list) -> tuple:
 
 class Session:
     """The reports of one session, in order: each frame ``parse``d, at most ``MAX_FRAMES`` of
-    them, and no phase reported twice running. A phase starts a step's budgets, so a test
-    that reported its own phase again and again would never run out of them: the load and a
-    module's collection come once a session, a module's run again only after another
+    them, no phase reported twice running and no count of round trips lower than the one
+    before (the count is the session's total so far). A phase starts a step's budgets, so a
+    test that reported its own phase again and again would never run out of them: the load
+    and a module's collection come once a session, a module's run again only after another
     module's (pytest may interleave modules' items when it groups them by fixture)."""
 
     def __init__(self, modules: list[int]):
         self.allowed = frozenset(modules)
         self.frames = 0
+        self.trips = 0
         self.phases: set[tuple[int, str]] = set()
         self.last: tuple[int, str] | None = None
 
@@ -92,7 +101,12 @@ class Session:
         if self.frames > MAX_FRAMES:
             raise Malformed(f"more than {MAX_FRAMES} reports")
         report = parse(frame, self.allowed)
-        if report[0] == "phase":
+        if report[0] == "trips":
+            if report[1] < self.trips:
+                raise Malformed(f"a count of round trips that went down ({report[1]} after "
+                                f"{self.trips})")
+            self.trips = report[1]
+        elif report[0] == "phase":
             phase = report[1:]
             if phase == self.last or (phase[1] != "run" and phase in self.phases):
                 raise Malformed(f"a second {phase[1]!r} report for module {phase[0]}")

@@ -64,6 +64,7 @@ from .wire import Closed, Reader
 from .writeback import MUTABLE, changed, contents, set_contents, snapshot
 
 MAX_NESTING = 64
+TRIPS_EVERY = 256  # T tells the worker its count of requests every so many (``on_trips``)
 _HEADER = struct.Struct(">I")
 # ``wire.pack``'s encoding, made once: ``json.dumps`` with options builds an encoder per call,
 # a cost every round trip paid twice.
@@ -102,6 +103,7 @@ class Endpoint(Operations):
                            trusts_peer=not restricted, revisit=self.mirrors.revisit)
         self.depth = 0
         self.requests = 0  # requests made so far (``proxies.ReadAhead``, ``ops``)
+        self.on_trips = None  # T only: see the class docstring
         self.readahead = proxies.ReadAhead(self)
         self.originals: dict[tuple[int, str], tuple[object, list]] = {}  # see ``ops``
         # T: what C was told (``_sync``)
@@ -119,6 +121,8 @@ class Endpoint(Operations):
         payload, sent = self.codec.encode_tracked(list(parts), describe)
         with self.lock:
             self.requests += 1
+            if self.on_trips is not None and not self.requests % TRIPS_EVERY and self.strict:
+                self.on_trips(self.requests)
             if self.capture and self.depth == 0:
                 raise RuntimeError("objects of the test can be used only while the test is "
                                    "calling the candidate")

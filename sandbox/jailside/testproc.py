@@ -29,14 +29,14 @@ import ast
 import linecache
 import os
 import sys
+import threading
 import types
 from pathlib import Path
 
 from .layout import MODULE, test_index, test_path
 from .plugin import PYTEST_ARGS, make_recorder
-from .rpc import Endpoint, Fatal
+from .rpc import Endpoint, Fatal, write_frame
 from .verdicts import ItemResult, tree_has_body
-from .wire import write_frame
 
 MAX_FROM_CANDIDATE = 16 << 20  # bytes in one frame from C (a bigger answer fails the test)
 PRELOAD = ("difflib", "pprint", "unittest", "unittest.mock", "doctest", "dataclasses",
@@ -50,18 +50,34 @@ _STATE: dict = {}
 
 
 class Report:
-    """T's frames to the worker (see the module docstring)."""
+    """T's frames to the worker (see the module docstring). ``trips``: the round trips to the
+    candidate T has started so far, told every ``rpc.TRIPS_EVERY`` of them (from whichever
+    thread makes the request, hence the lock: frames are never interleaved) and before each
+    phase, so the step that ends is credited all of its own. Written with ``rpc``'s
+    ``write_frame``, the judge's own ``os.write``: a test's patch of it is in force while it
+    calls the candidate."""
 
     def __init__(self, fd: int):
         self.fd = fd
         self.current = -1
+        self.lock = threading.Lock()
+        self.count = lambda: 0  # the round trips started so far (``test_main``)
+        self.told = 0
 
     def send(self, frame: list) -> None:
-        write_frame(self.fd, frame)
+        with self.lock:
+            write_frame(self.fd, frame)
+
+    def trips(self, count: int) -> None:
+        with self.lock:
+            if count > self.told:
+                self.told = count
+                write_frame(self.fd, ["trips", count])
 
     def phase(self, module: str | int, what: str) -> None:
         index = module if isinstance(module, int) else test_index(module)
         if index is not None:
+            self.trips(self.count())
             self.current = index
             self.send(["phase", index, what])
 
@@ -305,6 +321,7 @@ def test_main(msg: dict, out_fd: int, from_cand: int, to_cand: int) -> None:
     endpoint = Endpoint(from_cand, to_cand, max_frame=MAX_FROM_CANDIDATE, capture=False,
                         restricted=True, strict=True, fatal=report.poison)
     _STATE["endpoint"] = endpoint
+    endpoint.on_trips, report.count = report.trips, lambda: endpoint.requests
     first = endpoint._read(("ready",))
     try:
         if not (len(first) == 2 and first[0] == "ready" and type(first[1]) is dict):

@@ -12,6 +12,11 @@ test modules, wired to each other. The worker only watches:
   together (all their threads), plus ``timeout`` seconds spent neither running nor waiting for
   a CPU (sleeping, blocked): either overrun is the step's ``timeout``, charged to it whatever
   the load on the machine, because time spent waiting on the run queue counts to neither.
+  The boundary's own work is not the candidate's: ``TRIP_CPU_S`` for each round trip T
+  reports having started in the step (``trips``, up to ``TRIP_CREDIT`` times ``timeout``) is
+  taken off the CPU charged, so a test that calls a trivial function 200,000 times is judged
+  as pytest judges it. T counts only the requests it starts itself (``rpc``), so C cannot
+  raise the allowance, and a test that forges its count speaks only for its own module.
   A step that still has not finished after ``backstop`` seconds of wall clock without having
   used either budget was starved by the host: the job is handed back as ``starved`` (the host
   runs it again; a clock never decides a verdict);
@@ -40,6 +45,13 @@ from .wire import Closed, Reader, Refused, Sink, Timeout, send, write_frame
 TICK_S = 0.02
 BEAT_S = 2.0
 MAX_THREADS_READ = 256
+# CPU one round trip T starts costs C and T together when the call itself does nothing (the
+# encoding, the pipes, the decoding on both sides): the median measured per empty call
+# through the jail on a busy host, with margin. Not billed to a step (``_Step.over``).
+TRIP_CPU_S = 150e-6
+# The round trips' allowance of a step, at most this many times its ``timeout`` (the same
+# factor as the wall-clock backstop): a test making millions of calls still times out.
+TRIP_CREDIT = 20
 
 
 def cpu_seconds(pid: int) -> float | None:
@@ -194,7 +206,8 @@ class Job:
             self.modules[i].restart()
         pair = self.forker.pair(self.cap)
         limits = dict(self.msg["limits"])
-        limits["cpu"] = int(self.timeout * (2 * len(pending) + 1)) + 5  # backstop of the steps
+        # The backstop of the steps: each its budget and the round trips' allowance at most.
+        limits["cpu"] = int(self.timeout * (1 + TRIP_CREDIT) * (2 * len(pending) + 1)) + 5
         try:
             sinks = [pair.c_log, pair.t_log]
             # Fresh children that do not take their role within the backstop were not run
@@ -237,6 +250,7 @@ class Job:
         reader = Reader(pair.t_out, [pair.c_log, pair.t_log], max_frame=reports.MAX_FRAME)
         session = reports.Session(pending)
         step = _Step(-1, pair)
+        trips = 0  # the round trips T reports having started so far (``reports.parse``)
         last_beat = time.monotonic()
         while True:
             try:
@@ -255,7 +269,7 @@ class Job:
                 self.beat()
                 last_beat = now
             if frame is None:
-                verdict = step.over(self.timeout, self.backstop)
+                verdict = step.over(self.timeout, self.backstop, trips)
                 if verdict is not None:
                     pair.kill()
                     self._end(step, pending, "timeout", verdict)
@@ -273,14 +287,17 @@ class Job:
                 for i in pending:
                     self.modules[i].done = True
                 return
-            if kind == "phase":
-                verdict = step.over(self.timeout, self.backstop)
+            if kind in ("phase", "trips"):  # a test calling the candidate all the time
+                if kind == "trips":         # sends ``trips`` more often than every tick
+                    trips = report[1]
+                verdict = step.over(self.timeout, self.backstop, trips)
                 if verdict is not None:
                     pair.kill()
                     self._end(step, pending, "timeout", verdict)
                     return
-                self._close(step)
-                step = _Step(report[1], pair, report[2] == "run")
+                if kind == "phase":
+                    self._close(step)
+                    step = _Step(report[1], pair, report[2] == "run", trips)
             elif kind == "item":
                 self.modules[report[1]].add(report[2])
             elif kind == "body":
@@ -319,18 +336,26 @@ class Job:
 class _Step:
     """Budgets of one step (see the module docstring)."""
 
-    def __init__(self, index: int, pair: Pair, running: bool = False):
+    def __init__(self, index: int, pair: Pair, running: bool = False, trips: int = 0):
         self.index, self.pair, self.running = index, pair, running
         self.wall0 = time.monotonic()
         self.cpu0 = pair.used_cpu()
+        self.trips0 = trips  # the session's round trips so far
         self.wait0: float | None = None
         self.idle_from = self.cpu_at = 0.0
 
-    def over(self, timeout: float, backstop: float) -> str | None:
+    def over(self, timeout: float, backstop: float, trips: int = 0) -> str | None:
+        """``trips``: the session's round trips so far, as T last reported them."""
         wall = time.monotonic() - self.wall0
         cpu = self.pair.used_cpu() - self.cpu0
-        if cpu > timeout:
-            return f"used {cpu:.2f}s of CPU (limit {timeout:g}s)"
+        trips = max(0, trips - self.trips0)
+        credit = min(cpu, TRIP_CPU_S * trips, TRIP_CREDIT * timeout)  # the boundary's work
+        if cpu - credit > timeout:
+            if not trips:
+                return f"used {cpu:.2f}s of CPU (limit {timeout:g}s)"
+            return (f"used {cpu:.2f}s of CPU, {cpu - credit:.2f}s beyond the "
+                    f"{credit:.2f}s allowed for its {trips} round trips to the candidate "
+                    f"(limit {timeout:g}s)")
         if wall < 0.05:
             return None
         if self.wait0 is None:  # first look at the run queue: the baseline
@@ -340,7 +365,7 @@ class _Step:
         if idle > timeout:
             return (f"spent {idle:.2f}s neither running nor waiting for a CPU "
                     f"(sleeping or blocked; limit {timeout:g}s)")
-        if wall > backstop:
+        if wall - credit > backstop:  # CPU the boundary used was work, not starvation
             raise Starved(f"a step ran {wall:.1f}s of wall clock using {cpu:.2f}s of CPU: "
                           "the host was overloaded")
         return None

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox import execute
+from sandbox import execute, execute_many
 
 CALLS = """
 def inc(i):
@@ -53,7 +53,6 @@ WORKLOADS = {
     "permutations": (PERMUTATIONS, "[:-1]", PERMUTATIONS_TEST),
 }
 NOT_YET = {
-    "calls": "a round trip per call is billed to the candidate's CPU budget (worker.py)",
     "permutations": "encoding and decoding 362,880 tuples (codec) takes over 2 s of CPU",
 }
 
@@ -149,3 +148,44 @@ def test_a_test_subclass_of_a_candidate_class_is_a_named_error(test, named):
     (outcome,) = execute(SHAPE, [test]).outcomes
     assert outcome.status == "error"
     assert named in outcome.message
+
+
+FORGE = """
+import json, os, struct
+
+
+def frame(obj):
+    data = json.dumps(obj).encode()
+    return struct.pack(">I", len(data)) + data
+
+
+def forge(frames):
+    data = b"".join(map(frame, frames))
+    for fd in range(3, 64):
+        try:
+            os.write(fd, data)
+        except OSError:
+            pass
+"""
+SPIN = "def add(a, b):\n    return a - b\n\n\ndef spin():\n    while True:\n        pass\n"
+NEIGHBOURS = ["assert add(2, 2) == 4\n", "def test_spin():\n    spin()\n",
+              "def test_zero():\n    assert add(3, 0) == 3\n"]
+
+
+@pytest.mark.parametrize("forger, own, why", [
+    (FORGE + "forge([['trips', 10 ** 12]])\nspin()\n", "timeout", "5.00s allowed for its"),
+    (FORGE + "def test_forge():\n    forge([['trips', 10 ** 12]])\n"
+             "    for i in range(600):\n        add(i, 0)\n", "error",
+     "a count of round trips that went down (256 after 1000000000000)"),
+], ids=["then-spins", "then-calls"])
+def test_a_forged_count_of_round_trips_gains_nothing_for_another_test(forger, own, why):
+    """The boundary's allowance rests on T's count of the round trips it started; a test
+    string can write any count on T's report pipe, but it runs alone, so the forgery speaks
+    for its own module only: a looping candidate still times out under its neighbours'
+    honest tests, and the forger itself gets the bounded allowance at most (``TRIP_CREDIT``
+    times the timeout), or an error when its honest count comes in lower."""
+    alone, forged = execute_many([(SPIN, NEIGHBOURS), (SPIN, [forger, *NEIGHBOURS])],
+                                 timeout_s=0.25)
+    assert [o.status for o in alone.outcomes] == ["failed", "timeout", "passed"], alone
+    assert [o.status for o in forged.outcomes[1:]] == ["failed", "timeout", "passed"], forged
+    assert forged.outcomes[0].status == own and why in forged.outcomes[0].message, forged

@@ -47,11 +47,12 @@ BEAT_S = 2.0
 MAX_THREADS_READ = 256
 # CPU one round trip T starts costs C and T together when the call itself does nothing (the
 # encoding, the pipes, the decoding on both sides): the median measured per empty call
-# through the jail on a busy host, with margin. Not billed to a step (``_Step.over``).
-TRIP_CPU_S = 150e-6
-# The round trips' allowance of a step, at most this many times its ``timeout`` (the same
-# factor as the wall-clock backstop): a test making millions of calls still times out.
-TRIP_CREDIT = 20
+# through the jail, with a margin for a host so loaded that it about doubles. Not billed to
+# a step (``_Step.over``).
+TRIP_CPU_S = 250e-6
+# The round trips' allowance of a step, at most this many times its ``timeout``: a test
+# making millions of calls still times out.
+TRIP_CREDIT = 30
 
 
 def cpu_seconds(pid: int) -> float | None:

@@ -152,3 +152,17 @@ def test_a_step_is_not_billed_for_its_round_trips_up_to_a_bounded_allowance():
     assert step.over(2.0, 1e9, trips=10 ** 12) is None
     pair.cpu = 2.0 * worker.TRIP_CREDIT + 2.1
     assert "beyond the" in step.over(2.0, 1e9, trips=10 ** 12)
+
+
+def test_a_step_is_not_billed_for_its_round_trips_wake_ups_either(monkeypatch):
+    from sandbox.jailside import worker
+
+    now = [100.0]
+    monkeypatch.setattr(worker.time, "monotonic", lambda: now[0])
+    step = worker._Step(0, _Pair(), True)
+    now[0] += 1.0
+    assert step.over(2.0, 1e9, trips=0) is None  # the first look: the baseline
+    now[0] += 2.5  # 2.5 s neither running nor waiting for a CPU
+    assert "neither running" in step.over(2.0, 1e9, trips=0)
+    trips = int(1.0 / worker.TRIP_IDLE_S)  # whose wake-ups account for 1 s of it
+    assert step.over(2.0, 1e9, trips=trips) is None

@@ -154,19 +154,13 @@ class Patches:
         # ``sys`` keeps its class (``type(sys)`` is how code names the module type): its
         # shareable attributes are compared at each request instead.
         self.sys_now = tuple(map(_sys_get, SYS_SHARED))
-        self.is_stdlib, self.watched, self.loaded = is_stdlib, _watched(self), 0
+        self.is_stdlib, self.loaded = is_stdlib, 0
+        _ACTIVE[:] = [self]
         self._watch_new()
 
     def _watch_new(self) -> None:
         self.loaded = len(sys.modules)
-        for name, module in list(sys.modules.items()):
-            if type(module) is types.ModuleType and module.__name__ == name \
-                    and (name == "builtins" or self.is_stdlib(name)) \
-                    and name not in _UNSHARED_MODULES and name != "sys":
-                try:
-                    module.__class__ = self.watched
-                except TypeError:
-                    continue
+        watch_modules(self.is_stdlib)
 
     def note(self, module: str, name: str, old) -> None:
         if shared_attribute(module, name):
@@ -206,19 +200,37 @@ class Patches:
 _GONE = object()
 
 
-def _watched(patches: Patches) -> type:
-    class Watched(types.ModuleType):
-        """A module whose attribute writes the test process notes (``Patches``)."""
+_ACTIVE: list[Patches] = []  # T: the session's ``Patches`` (none in the fork server)
 
-        def __setattr__(self, name: str, value) -> None:
+
+class Watched(types.ModuleType):
+    """A standard-library module whose attribute writes the test process notes
+    (``Patches``)."""
+
+    def __setattr__(self, name: str, value) -> None:
+        for patches in _ACTIVE:
             patches.note(self.__name__, name, self.__dict__.get(name, _GONE))
-            types.ModuleType.__setattr__(self, name, value)
+        types.ModuleType.__setattr__(self, name, value)
 
-        def __delattr__(self, name: str) -> None:
+    def __delattr__(self, name: str) -> None:
+        for patches in _ACTIVE:
             patches.note(self.__name__, name, self.__dict__.get(name, _GONE))
-            types.ModuleType.__delattr__(self, name)
+        types.ModuleType.__delattr__(self, name)
 
-    return Watched
+
+def watch_modules(is_stdlib) -> None:
+    """Make every standard-library module loaded (and ``builtins``) a ``Watched`` one. The
+    test process's fork server does it once for the modules it preloads, so a test process
+    only makes the ones imported since (changing a module's class writes to it, a page
+    copied in every forked process)."""
+    for name, module in list(sys.modules.items()):
+        if type(module) is types.ModuleType and module.__name__ == name \
+                and (name == "builtins" or is_stdlib(name)) \
+                and name not in _UNSHARED_MODULES and name != "sys":
+            try:
+                module.__class__ = Watched
+            except TypeError:
+                continue
 
 
 _ORIGINALS: dict[tuple[str, str], object] = {}  # C: its own values the test's patches replaced

@@ -33,9 +33,11 @@ import threading
 import types
 from pathlib import Path
 
+from . import procstate
 from .layout import MODULE, test_index, test_path
 from .plugin import PYTEST_ARGS, make_recorder
 from .rpc import Endpoint, Fatal, write_frame
+from .stdnames import is_stdlib_module
 from .verdicts import ItemResult, tree_has_body
 
 MAX_FROM_CANDIDATE = 16 << 20  # bytes in one frame from C (a bigger answer fails the test)
@@ -163,6 +165,7 @@ def prepare(placeholder_dir: str) -> None:
     _STATE.update(config=config, session=session, sink=sink, dir=placeholder_dir,
                   rewrite=rewrite_asserts, original=_pytest.python.import_path)
     _pytest.python.import_path = _import_path
+    procstate.watch_modules(is_stdlib_module)  # once here, not in every test process
 
 
 def _import_path(path, *, mode, root, consider_namespace_packages):

@@ -58,7 +58,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         if not isinstance(value, dict):
             raise ConfigError(f"{key}={value!r}: expected a mapping")
         k_tp, v_tp = typing.get_args(tp)
-        return {_coerce(k, k_tp, key): _coerce(v, v_tp, f"{key}.{k}") for k, v in value.items()}
+        return {_coerce(_json_key(k, k_tp), k_tp, key): _coerce(v, v_tp, f"{key}.{k}")
+                for k, v in value.items()}
     if tp is bool:
         if isinstance(value, bool):
             return value
@@ -81,6 +82,14 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             return value
         raise ConfigError(f"{key}={value!r}: expected a string")
     raise TypeError(f"unsupported annotation {tp!r} for {key}")  # a bug in schema.py
+
+
+def _json_key(key: object, tp: object) -> object:
+    """An integer key as JSON writes every key, a string (a run's stored ``config.json``):
+    read back as the integer it was."""
+    if tp is int and isinstance(key, str) and key.strip().lstrip("-").isdigit():
+        return int(key)
+    return key
 
 
 def _build(cls: type, data: dict[str, Any], prefix: str) -> Any:

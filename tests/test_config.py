@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -175,3 +176,11 @@ def test_a_config_error_answers_before_prefect_and_torch_are_imported(flow):
                 if line.startswith("import time:")}
     assert "configs" in imported  # the listing works
     assert not imported & {"prefect", "torch", "mlflow", "transformers"}
+
+
+def test_a_config_with_integer_keys_survives_the_json_a_run_stores():
+    # A run stores its config as JSON, whose keys are strings; resume and replay read it back.
+    cfg = load_config("configs/smollm2-135m.yaml")
+    assert cfg.sampling.stage_max_new_tokens  # the case: a mapping keyed by stage number
+    stored = json.loads(json.dumps(config_to_dict(cfg)))
+    assert config_from_dict(stored) == cfg

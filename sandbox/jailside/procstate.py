@@ -284,10 +284,7 @@ class TestRandom:
 
     def __init__(self):
         self.version = self.sent = 0
-        inst = random._inst
-        for name, fn in list(vars(random).items()):
-            if getattr(fn, "__self__", None) is inst and callable(fn) and name != "getstate":
-                random.__dict__[name] = self._wrap(fn)
+        _wrap_random(self._wrap, skip=("getstate",))
 
     def _wrap(self, fn):
         @functools.wraps(fn)
@@ -307,6 +304,15 @@ class TestRandom:
         return self.version
 
 
+def _wrap_random(wrap, skip: tuple[str, ...] = ()) -> None:
+    """Replace each function of the ``random`` module that is a method of its one generator
+    (``seed``, ``random``, ``randint``...) by ``wrap(function)``, but those in ``skip``."""
+    inst = random._inst
+    for name, fn in list(vars(random).items()):
+        if getattr(fn, "__self__", None) is inst and callable(fn) and name not in skip:
+            random.__dict__[name] = wrap(fn)
+
+
 def test_random_state():
     """T: its generator's state, for the candidate process (the ``randstate`` request)."""
     return random._inst.getstate()
@@ -319,10 +325,7 @@ class CandidateRandom:
     def __init__(self, fetch):
         self.fetch = fetch
         self.wanted = self.have = 0
-        inst = random._inst
-        for name, fn in list(vars(random).items()):
-            if getattr(fn, "__self__", None) is inst and callable(fn):
-                random.__dict__[name] = self._wrap(fn)
+        _wrap_random(self._wrap)
 
     def _wrap(self, fn):
         @functools.wraps(fn)

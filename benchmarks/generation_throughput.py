@@ -17,6 +17,9 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from configs.environment import apply as _environment  # noqa: E402
+
+_environment()  # the Makefile's environment, as every entry point sets it
 
 import torch  # noqa: E402
 

@@ -28,6 +28,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from configs.environment import apply as _environment  # noqa: E402
+
+_environment()  # the Makefile's environment, as every entry point sets it
 
 # Qwen2.5-0.5B's shape (random weights: no download).
 QWEN_05B = dict(hidden_size=896, num_hidden_layers=24, num_attention_heads=14,

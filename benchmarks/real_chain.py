@@ -31,6 +31,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from configs.environment import apply as _environment  # noqa: E402
+
+_environment()  # the Makefile's environment, as every entry point sets it
 
 from configs import load_config  # noqa: E402
 from pipeline.chainshares import COLUMNS, ChainShares, chain_shares  # noqa: E402

@@ -93,6 +93,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from configs.environment import apply as _environment  # noqa: E402
+
+_environment()  # the Makefile's environment, as every entry point sets it
 
 from benchmarks.learning_report import heldout  # noqa: E402
 from benchmarks.real_learning_report import (  # noqa: E402

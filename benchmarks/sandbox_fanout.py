@@ -51,6 +51,9 @@ from pathlib import Path
 import ray
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from configs.environment import apply as _environment  # noqa: E402
+
+_environment()  # the Makefile's environment, as every entry point sets it
 
 from benchmarks.interleave import interleaved  # noqa: E402
 from configs import load_config  # noqa: E402

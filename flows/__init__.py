@@ -9,22 +9,11 @@ SIGTERM stops any of them within seconds with one line saying what was kept
 (``flows.stopping``).
 """
 
-import os
+from configs import environment
 
-# Before Prefect reads its settings. The machines this runs on are offline, and the temporary
-# server's telemetry service does two useless things there: a POST that cannot connect, and a
-# session row written to the run's SQLite database while the flow is starting. On a loaded
-# 2-core machine that write has failed with "database is locked" and taken the run with it.
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-# Where Prefect still starts its own temporary server (a flow called from Python, the entry
-# points that do not call ``deployments.server.ensure_prefect_api``): its default 20 s wait is less
-# than a fresh PREFECT_HOME takes to create and migrate its database on a loaded machine
-# (19-34 s measured on 2 busy cores), and the run dies before its first task.
-os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "600")
-# transformers draws a bar for every weight load and shard write (both roles, every resume,
-# evaluation and registered version): seconds each, on the run's console where the step
-# progress is. It reads this once, when it is imported, which the entry points do after this.
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+# Before Prefect, MLflow and transformers read their settings: the same environment as the
+# Makefile's (the repository's .prefect, telemetry off, offline hub), unless the user set it.
+environment.apply()
 
 # Known third-party warnings that say nothing to a user of this project, kept off the console:
 # MLflow asks every pyfunc for type hints (ours has an explicit signature), in raw colour codes;

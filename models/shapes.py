@@ -75,4 +75,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from configs.environment import apply
+
+    apply()  # the Makefile's environment, as every entry point sets it
     raise SystemExit(main())

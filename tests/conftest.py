@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from configs import environment
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
 
-# Keep every test run off the user's real state: no telemetry, no analytics, local stores only.
-os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-os.environ.setdefault("DO_NOT_TRACK", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Keep every test run off the user's real state: the entry points' environment (no telemetry,
+# no hub, the checkout's own stores), and transformers offline too.
+environment.apply()
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 @pytest.fixture(scope="session")

@@ -49,7 +49,7 @@ from prefect import flow, get_run_logger
 
 from artifacts.store import ManifestCorrupt, RunStore
 from configs import ConfigError, load_config
-from configs.schema import check_learnable
+from configs.schema import TrainConfig, check_learnable
 from deployments.server import ensure_prefect_api
 from flows import preload, stopping
 from models.convert_gguf import verify_models
@@ -59,7 +59,7 @@ from pipeline.schedule import PlannedStep, ends_stage, plan
 from problems import ProblemLoadError
 from tasks.progress import Progress, flow_run_name, name_flow_run, quiet_console
 from tasks.reporting import close_step, finish_run, log_step_time
-from tasks.resume import check_resume_state
+from tasks.resume import check_resume_state, resume_hint, stopped_runs
 from tasks.runtime import RunContext, load_run_problems, new_run_id, open_run
 from tasks.start import start_point
 from tasks.step import run_item
@@ -129,8 +129,19 @@ def kept(root: str, run_id: str) -> str:
     if not done:
         return f"no step of run {run_id} was complete, so there is nothing to continue from"
     return (f"run {run_id} keeps step(s) {stopping.steps_text(done)} in {store.run_dir} (a step "
-            f"in progress was not kept); the same command with --run-id {run_id} continues "
-            f"after step {done[-1]}")
+            f"in progress was not kept); {resume_hint(run_id)} continues after step {done[-1]}")
+
+
+def name_stopped_runs(cfg: TrainConfig) -> None:
+    """Before a new run starts: say which stopped runs of the same config it could have
+    continued instead (a run is never continued unless named)."""
+    stopped = stopped_runs(cfg)
+    if not stopped:
+        return
+    run_id, last, total = stopped[-1]
+    others = f" ({len(stopped) - 1} older stopped run(s) too)" if len(stopped) > 1 else ""
+    print(f"note: starting a new run; run {run_id} stopped after step {last} of {total}"
+          f"{others}, and {resume_hint(run_id)} continues it")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.run_id:
             check_resume_state(load_config(args.config, args.overrides), args.run_id,
                                args.artifacts_root)
+        else:  # the config as the flow resolves it, its store's root included
+            name_stopped_runs(load_config(args.config, args.overrides + (
+                [f"artifacts.root={args.artifacts_root}"] if args.artifacts_root else [])))
         run_id = args.run_id or new_run_id(cfg)  # named by its run id from the start
         stopping.keeping(lambda: kept(args.artifacts_root or cfg.artifacts.root, run_id))
         # A temporary Prefect server that dies with this run; the libraries the run loads

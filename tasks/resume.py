@@ -6,9 +6,11 @@ model is loaded (the CLI runs it before Prefect starts).
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Sequence
 
-from artifacts.store import RunStore
+from artifacts.store import RunStore, list_runs
+from configs import config_to_dict
 from configs.names import ROLES
 from configs.schema import TrainConfig
 from models.resume import (
@@ -19,7 +21,7 @@ from models.resume import (
     verify_state_files,
 )
 from pipeline.schedule import PlannedStep, plan
-from tasks.runtime import RunContext
+from tasks.runtime import CONFIG_FILE, RunContext
 
 Damaged = list[tuple[int, Exception]]
 
@@ -102,6 +104,32 @@ def check_resume_state(cfg: TrainConfig, run_id: str, artifacts_root: str | None
         except StateIntegrityError as exc:
             damaged.append((step, exc))
     raise StateIntegrityError(_no_intact_state(run_id, resume, last, damaged))
+
+
+def stopped_runs(cfg: TrainConfig) -> list[tuple[str, int, int]]:
+    """Runs under ``cfg.artifacts.root`` that a run of ``cfg`` could continue: started with
+    the same resolved config and stopped before their last step. Each as ``(run id, last
+    complete step, steps planned)``, oldest first; files only, nothing loaded."""
+    wanted, total, found = config_to_dict(cfg), len(plan(cfg.schedule)), []
+    for run_id in list_runs(cfg.artifacts.root):
+        store = RunStore(cfg.artifacts.root, run_id)
+        try:
+            same = store.read_json(CONFIG_FILE) == wanted
+        except Exception:  # noqa: BLE001 - an unreadable record is not a run to name
+            same = False
+        last = last_complete(store, total) if same else total
+        if last < total:
+            found.append((run_id, last, total))
+    return found
+
+
+def resume_hint(run_id: str) -> str:
+    """The command that continues ``run_id``: through make when the run came through make
+    (the Makefile sets ``RESUME_COMMAND``), else the same command with ``--run-id``."""
+    via_make = os.environ.get("RESUME_COMMAND")
+    if via_make:
+        return f"`{via_make} RUN_ID={run_id}`"
+    return f"the same command with --run-id {run_id}"
 
 
 def _no_intact_state(run_id: str, resume: ResumeStore, last: int, damaged: Damaged) -> str:

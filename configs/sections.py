@@ -12,9 +12,11 @@ there or from ``configs``).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from configs.environment import ROOT  # the project's own model folders live under it
 from configs.errors import ConfigError
 from configs.errors import check as _check
 from configs.names import STAGES
@@ -27,9 +29,16 @@ ENGINES = ("hf", "vllm")
 VLLM_WEIGHTS = ("merged", "lora")
 """``sampling.vllm_weights`` values: how an adapter version reaches the vLLM engine."""
 
-MODEL_BUILDERS = {".cache/smollm2-135m-instruct": "make smollm2"}
-"""Local model folders the project builds itself, and the command that builds each (named
-when one is missing)."""
+TINY_MODEL = ".cache/tiny-qwen2"
+"""The one folder ``model.tiny`` builds the random tiny model in (under ``ROOT``): a model path
+anywhere else must hold a model, so a mistyped or deleted folder is never replaced by random
+weights."""
+SMOLLM2_MODEL = ".cache/smollm2-135m-instruct"
+"""Where ``make smollm2`` converts SmolLM2-135M-Instruct (``configs/smollm2-135m.yaml``)."""
+MODEL_BUILDERS = {SMOLLM2_MODEL: "make smollm2",
+                  TINY_MODEL: f".venv/bin/python -m models.tiny --out {TINY_MODEL}"}
+"""Local model folders the project builds itself (under ``ROOT``), and the command that builds
+each (named when one is missing)."""
 
 _LIMITS, _PLACEMENT = Limits(), Placement()  # the sandbox's defaults live there, not here
 
@@ -38,7 +47,7 @@ _LIMITS, _PLACEMENT = Limits(), Placement()  # the sandbox's defaults live there
 class ModelConfig:
     """Which causal LMs play the two roles and how they are loaded."""
 
-    generator: str = ".cache/tiny-qwen2"
+    generator: str = TINY_MODEL
     """Local path or hub id of the generator's base model (loaded with ``from_pretrained``)."""
     discriminator: str | None = None
     """Base model of the discriminator; ``None`` means the same as ``generator``."""
@@ -56,7 +65,8 @@ class ModelConfig:
     max_context_tokens: int = 2048
     """Longest prompt fed to a model; older stages are dropped first when exceeded."""
     tiny: bool = False
-    """Build the tiny offline model at ``generator`` when the folder is missing."""
+    """Build the tiny offline model when the project's own folder for it (``TINY_MODEL`` under
+    the repository root) is named and missing; any other missing folder is an error."""
     trust_remote_code: bool = False
     """Passed to ``from_pretrained`` for hub models with custom code."""
     cpu_threads: int | None = None
@@ -83,22 +93,101 @@ class ModelConfig:
     def discriminator_base(self) -> str:
         return self.discriminator or self.generator
 
+    def builds_tiny(self, path: str) -> bool:
+        """Whether loading ``path`` builds the tiny model there when it is missing: only with
+        ``tiny`` true, and only at the project's own folder for it (whatever the cwd)."""
+        return self.tiny and project_folder(path, resolved=True) == TINY_MODEL
+
+    def _bases(self) -> list[tuple[str, str]]:
+        return [(key, path) for key, path in (("model.generator", self.generator),
+                                              ("model.discriminator", self.discriminator))
+                if path]
+
     def check_folders(self) -> None:
         """Raise ``ConfigError`` when a base model names a local folder that holds no model
-        and nothing builds one (``tiny`` false). ``from_pretrained`` would take the path for a
-        hub id and answer about repo ids; and with ``tiny`` true a deleted folder is rebuilt
-        as a *random* tiny model, so a caller that means a trained folder sets it false."""
-        if self.tiny:
+        and nothing builds one (only :meth:`builds_tiny` does). ``from_pretrained`` would take
+        the path for a hub id and answer about repo ids; and a random tiny model in place of a
+        mistyped or deleted folder would train and register as if it were that model."""
+        for key, path in self._bases():
+            folder = Path(path).expanduser()
+            if (folder / "config.json").exists() or self.builds_tiny(path):
+                continue
+            if not (local_model_path(path) or folder.exists()):
+                continue  # a hub id: check_hub_ids
+            what = "holds no config.json" if folder.exists() else "does not exist"
+            named = project_folder(path)
+            if self.tiny and named == TINY_MODEL:  # the same name, from another directory
+                fix = (f"model.tiny builds its random tiny model only at {ROOT / TINY_MODEL}: "
+                       "run from the repository root")
+            elif named:
+                fix = f"`{MODEL_BUILDERS[named]}` builds it"
+            elif self.tiny:
+                fix = (f"model.tiny builds its random tiny model only at {ROOT / TINY_MODEL}, "
+                       "never in place of another model")
+            else:
+                fix = "model.tiny is false, so nothing builds one there"
+            raise ConfigError(f"{key}={path}: the model folder {what} ({fix})")
+
+    def check_hub_ids(self) -> None:
+        """Raise ``ConfigError`` when a base model is a hub id that is not in the local Hugging
+        Face cache while hub access is off (``HF_HUB_OFFLINE``, set by every entry point unless
+        the user sets it otherwise): ``from_pretrained`` would retry the hub and end in a long
+        traceback. Reads the cache's index only (``config.json``), nothing is loaded."""
+        if not hub_offline():
             return
-        for key, path in (("model.generator", self.generator),
-                          ("model.discriminator", self.discriminator)):
-            folder = Path(path).expanduser() if path else None
-            if folder and local_model_path(path) and not (folder / "config.json").exists():
-                what = "holds no config.json" if folder.exists() else "does not exist"
-                built_by = MODEL_BUILDERS.get(path.rstrip("/").removeprefix("./"))
-                fix = (f"`{built_by}` builds it" if built_by else
-                       "model.tiny is false, so nothing builds one there")
-                raise ConfigError(f"{key}={path}: the model folder {what} ({fix})")
+        from huggingface_hub import try_to_load_from_cache  # deferred: only for hub ids
+
+        for key, path in self._bases():
+            if local_model_path(path) or Path(path).expanduser().exists():
+                continue  # a local folder: check_folders
+            try:
+                cached = isinstance(try_to_load_from_cache(path, "config.json"), str)
+            except ValueError:  # not a valid repo id either
+                cached = False
+            if not cached:
+                raise ConfigError(
+                    f"{key}={path}: not a local folder, and not in the local Hugging Face cache; "
+                    "this project downloads no weights (HF_HUB_OFFLINE=1): point it at a local "
+                    f"model folder (`{MODEL_BUILDERS[SMOLLM2_MODEL]}` converts "
+                    f"SmolLM2-135M-Instruct into {SMOLLM2_MODEL}), or fetch the model into the "
+                    f"cache where the hub can be reached (`hf download {path}`)")
+
+    def device_type(self, cuda: bool) -> str:
+        """The device type the models load on, given whether CUDA is available (``auto``:
+        cuda when it is); ``ConfigError`` naming the fix for cuda without CUDA, and for 4-bit
+        weights anywhere else (:meth:`check_quantisation`)."""
+        if self.device == "cuda" and not cuda:
+            raise ConfigError("model.device='cuda': no CUDA device is available here; "
+                              "use model.device=cpu or auto")
+        kind = "cuda" if self.device == "cuda" or (self.device == "auto" and cuda) else "cpu"
+        self.check_quantisation(kind)
+        return kind
+
+    def check_quantisation(self, device_type: str) -> None:
+        """4-bit NF4 needs bitsandbytes' CUDA kernels: refuse it clearly anywhere else."""
+        if self.load_in_4bit and device_type != "cuda":
+            raise ConfigError(
+                f"model.load_in_4bit=True: 4-bit NF4 quantisation (bitsandbytes) is CUDA only, "
+                f"but model.device={self.device!r} resolves to {device_type!r}; set "
+                "model.load_in_4bit=false to train in full precision on CPU")
+
+
+def project_folder(path: str, *, resolved: bool = False) -> str | None:
+    """The entry of ``MODEL_BUILDERS`` that ``path`` names, or None: spelled as the entry is
+    (relative to the repository root, the directory every command runs from), or resolving
+    from the working directory to that folder under ``ROOT``. ``resolved``: the latter only,
+    so the folder is the project's own whatever the working directory."""
+    where = Path(path).expanduser().resolve()
+    spelled = str(Path(path)) if not resolved else None
+    return next((name for name in MODEL_BUILDERS
+                 if spelled == name or where == (ROOT / name).resolve()), None)
+
+
+def hub_offline() -> bool:
+    """Whether hub access is off: ``HF_HUB_OFFLINE`` (else ``TRANSFORMERS_OFFLINE``) true, read
+    as huggingface_hub reads it."""
+    value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
+    return value.upper() in ("1", "ON", "YES", "TRUE")
 
 
 def local_model_path(path: str) -> bool:

@@ -83,22 +83,15 @@ def _check_role(role: str) -> str:
 
 
 def resolve_device(cfg: ModelConfig) -> torch.device:
-    """``auto`` -> cuda when available; an explicit ``cuda`` without CUDA is an error."""
-    if cfg.device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if cfg.device == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("model.device='cuda': no CUDA device is available here; "
-                          "use model.device=cpu or auto")
-    return torch.device(cfg.device)
+    """``auto`` -> cuda when available; an explicit ``cuda`` without CUDA, or 4-bit weights
+    off CUDA, is a ``ConfigError`` (``ModelConfig.device_type``; the entry points check it
+    before they start, ``flows.preflight``)."""
+    return torch.device(cfg.device_type(torch.cuda.is_available()))
 
 
 def check_quantisation(cfg: ModelConfig, device: torch.device) -> None:
     """4-bit NF4 needs bitsandbytes' CUDA kernels: refuse it clearly anywhere else."""
-    if cfg.load_in_4bit and device.type != "cuda":
-        raise ConfigError(
-            f"model.load_in_4bit=True: 4-bit NF4 quantisation (bitsandbytes) is CUDA only, but "
-            f"model.device={cfg.device!r} resolves to {device.type!r}; set "
-            "model.load_in_4bit=false to train in full precision on CPU")
+    cfg.check_quantisation(device.type)
 
 
 def load_tokenizer(path: str, trust_remote_code: bool = False):
@@ -193,15 +186,17 @@ class Policies:
     def _load(cls, model_cfg: ModelConfig, lora_cfg: LoraConfig) -> Policies:
         from peft import get_peft_model  # deferred (see the imports)
 
-        device = resolve_device(model_cfg)
-        check_quantisation(model_cfg, device)  # before any slow loading
+        device = resolve_device(model_cfg)  # and 4-bit off CUDA: before any slow loading
         paths = {"generator": model_cfg.generator,
                  "discriminator": model_cfg.discriminator_base}
-        model_cfg.check_folders()  # a missing local folder: said here, not as a bad repo id
+        # Again here for callers that do not come through an entry point (flows.preflight):
+        # a missing local folder or an uncached hub id said as such, not as a bad repo id
+        model_cfg.check_folders()
+        model_cfg.check_hub_ids()
         verify_models(paths.values())  # a converted folder with a missing or cut file
         for path in set(paths.values()):
-            if model_cfg.tiny and not Path(path, "config.json").exists():
-                build_tiny_model(path)
+            if model_cfg.builds_tiny(path) and not Path(path, "config.json").exists():
+                build_tiny_model(path)  # only the project's own folder for it
         if model_cfg.layout == "shared":
             base = load_base_model(paths["generator"], model_cfg, device)
             peft_cfg = peft_lora_config(lora_cfg, base)

@@ -6,6 +6,9 @@ The result is saved with ``save_pretrained`` and loaded back through the same
 
     python -m models.tiny --out .cache/tiny-qwen2
 
+A run with ``model.tiny: true`` builds it on load in that folder only (``configs.sections``'s
+``TINY_MODEL``, under the repository root); any other model path must already hold a model.
+
 The tokenizer is a byte-level BPE trained on Python source that ships with the interpreter
 (a fixed list of standard-library modules) plus this project's prompts and demo problems, so
 code and stage texts tokenize into few tokens. It has a ChatML chat template like Qwen's.

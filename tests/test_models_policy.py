@@ -193,9 +193,9 @@ def test_4bit_loads_and_trains_on_cuda(tiny_model_dir, batch):
 
 
 def test_a_missing_model_folder_is_named_not_rebuilt_at_random(tmp_path, tiny_model_dir):
-    """With ``tiny`` false a local folder that holds no model is a ConfigError naming the key
-    and the path (not transformers' word on repo ids), and nothing is written there; with
-    ``tiny`` true the same folder is built (the default run's first start)."""
+    """A local folder that holds no model is a ConfigError naming the key and the path (not
+    transformers' word on repo ids), and nothing is written there; ``tiny`` true builds only
+    the project's own folder for the tiny model (``tests/test_preflight.py``), not this one."""
     gone, empty = tmp_path / "fitted-base", tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(ConfigError, match=rf"model\.generator={gone}: .* does not exist"):
@@ -206,6 +206,7 @@ def test_a_missing_model_folder_is_named_not_rebuilt_at_random(tmp_path, tiny_mo
     with pytest.raises(ConfigError, match=r"model\.discriminator=.*does not exist"):
         ModelConfig(generator=str(tiny_model_dir), discriminator=str(gone),
                     layout="separate").check_folders()
-    ModelConfig(generator="Qwen/Qwen2.5-0.5B").check_folders()  # a hub id: from_pretrained's
+    ModelConfig(generator="Qwen/Qwen2.5-0.5B").check_folders()  # a hub id: check_hub_ids'
     ModelConfig(generator=str(tiny_model_dir)).check_folders()
-    ModelConfig(generator=str(gone), tiny=True).check_folders()  # built on load
+    with pytest.raises(ConfigError, match=rf"model\.generator={gone}: .*only at"):
+        ModelConfig(generator=str(gone), tiny=True).check_folders()

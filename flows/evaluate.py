@@ -192,8 +192,11 @@ def kept(root: str, run_id: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:  # fail fast, before Prefect starts
+    try:  # fail fast, before Prefect starts: config, this machine's preconditions, problems
+        from flows.preflight import check as check_preconditions
+
         cfg = load_config(args.config, args.overrides)
+        check_preconditions(cfg, model=args.model, engine=False)  # inference samples on policies
         load_problems(args.problems, ids=args.ids, limit=args.limit)
         ks = args.k or [1]
         if args.samples is not None and max(ks) > args.samples:

@@ -24,6 +24,7 @@ from typing import Any
 
 from configs import ConfigError, load_config
 from flows import skip_bitsandbytes, stopping
+from flows.preflight import check as check_preconditions
 from problems import ProblemLoadError, load_problems
 
 
@@ -82,7 +83,9 @@ def format_scored(result: Any, scored: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace, show: bool) -> int:
-    # deferred: --help and usage errors answer before torch loads
+    cfg = load_config(args.config, args.overrides)
+    check_preconditions(cfg, model=args.model, engine=False)  # no vLLM engine here
+    # deferred: --help, usage errors and the checks above answer before torch loads
     import torch
 
     if not torch.cuda.is_available():
@@ -90,7 +93,6 @@ def run(args: argparse.Namespace, show: bool) -> int:
     from pipeline.evaluation import score_tests
     from serving.inference import InferenceEngine, format_result
 
-    cfg = load_config(args.config, args.overrides)
     problems = load_problems(args.problems, ids=args.ids,
                              limit=args.limit if args.limit or args.ids else (2 if show else None))
     engine = InferenceEngine.load(args.model, cfg, discriminator=args.discriminator or None)

@@ -40,7 +40,7 @@ import argparse
 import sys
 from typing import Any
 
-from pipeline.catalogue import KINDS
+from pipeline.catalogue import KINDS, Execute, Rollout, Tests
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,13 +73,15 @@ from prefect import flow, get_run_logger
 
 from artifacts.manifests import ManifestCorrupt
 from artifacts.store import RunStore
+from configs import ConfigError
 from deployments.server import ensure_prefect_api
 from flows import preload, stopping
+from flows.preflight import check as check_preconditions
 from models.resume import StateIntegrityError
 from tasks.progress import quiet_console, replay_run_name
 from tasks.recorded import ReplayError, run_config
 from tasks.recover import check_failed, finish_failed, format_failed
-from tasks.replay import REPLAY_SUFFIX, check_replayable, replay_stage
+from tasks.replay import REPLAY_SUFFIX, check_replayable, replay_stage, roles_needed
 
 EXIT_CODES = {True: 0, False: 1, None: 2}  # a report's "matched": MATCHED, DIFFERS, NOT COMPARED
 ERROR_EXIT = 2  # ReplayError: nothing was replayed (a file, adapter version or manifest)
@@ -174,13 +176,22 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--downstream goes with --stage")
     if args.rebuild_manifest and not args.failed:
         parser.error("--rebuild-manifest goes with --failed")
-    try:  # fail fast, before Prefect starts: config, step, manifests, input files
+    try:  # fail fast, before Prefect starts: config, step, manifests, input files, and what
+        # the replayed work needs of this machine (models, the vLLM engine, the sandbox)
         cfg = run_config(args.artifacts_root, args.run_id, args.config, args.overrides)
         if args.failed:
             check_failed(cfg, args.run_id, args.rebuild_manifest)
         else:
-            check_replayable(cfg, args.run_id, args.step, args.stage, args.downstream)
+            planned, sequence, _ = check_replayable(cfg, args.run_id, args.step, args.stage,
+                                                    args.downstream)
         unfinished = incomplete(args.artifacts_root, args.run_id)
+        if args.failed:  # a step is finished from its first missing item on: any may be redone
+            needs = dict.fromkeys(("models", "engine", "sandbox"), bool(unfinished))
+        else:
+            needs = {"models": bool(roles_needed(sequence, planned, cfg.chain)),
+                     "engine": bool({Rollout.kind, Tests.kind} & set(sequence)),
+                     "sandbox": Execute.kind in sequence}
+        check_preconditions(cfg, **needs)
         stopping.keeping(lambda: kept(args.artifacts_root, args.run_id,
                                       None if args.failed else args.step, unfinished))
         # a temporary Prefect server that dies with this replay; what the replay loads anyway
@@ -192,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
                         overrides=args.overrides, rebuild_manifest=args.rebuild_manifest)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (flows.stopping): its one line, its code
         return stopping.leave()
-    except (ReplayError, StateIntegrityError) as exc:  # a damaged resume state is named too
+    except (ReplayError, StateIntegrityError, ConfigError) as exc:  # a damaged resume state
+        # is named too, and what this machine lacks for the replayed work
         print(f"error: {exc}", file=sys.stderr)
         return ERROR_EXIT
     if args.failed:

@@ -51,8 +51,7 @@ from artifacts.store import ManifestCorrupt, RunStore
 from configs import ConfigError, load_config
 from configs.schema import TrainConfig, check_learnable
 from deployments.server import ensure_prefect_api
-from flows import preload, stopping
-from models.convert_gguf import verify_models
+from flows import preflight, preload, stopping
 from models.resume import StateIntegrityError
 from pipeline.catalogue import work_items
 from pipeline.schedule import PlannedStep, ends_stage, plan
@@ -149,8 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     try:  # fail fast, before Prefect starts: bad values, configs that cannot learn, problems
         cfg = load_config(args.config, args.overrides)
         check_learnable(cfg, args.config)
-        cfg.model.check_folders()
-        verify_models((cfg.model.generator, cfg.model.discriminator))
+        preflight.check(cfg)  # this machine: model folders, hub ids, CUDA, 4-bit, vLLM, bwrap
         load_run_problems(cfg)  # a bad problem file exits 2 here; the flow reuses the result
     except (ConfigError, ProblemLoadError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -167,8 +167,9 @@ def test_a_missing_folder_with_tiny_is_one_line_not_a_random_model(module, tmp_p
 
 
 @pytest.mark.slow
-def test_an_uncached_hub_id_is_one_line_at_once(tmp_path):
-    _one_line(_run("flows.infer", tmp_path, "--set", f"model.generator={FAKE_HUB_ID}",
+@pytest.mark.parametrize("module", ["flows.infer", "flows.train"])
+def test_an_uncached_hub_id_is_one_line_at_once(module, tmp_path):
+    _one_line(_run(module, tmp_path, "--set", f"model.generator={FAKE_HUB_ID}",
                    "--set", "model.tiny=false"),
               f"model.generator={FAKE_HUB_ID}: not a local folder, and not in the local "
               "Hugging Face cache")
@@ -176,8 +177,9 @@ def test_an_uncached_hub_id_is_one_line_at_once(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
-def test_cuda_without_cuda_is_one_line_before_the_flow(tmp_path):
-    _one_line(_run("flows.evaluate", tmp_path, "--set", "model.device=cuda"),
+@pytest.mark.parametrize("module", ["flows.evaluate", "flows.train"])
+def test_cuda_without_cuda_is_one_line_before_the_flow(module, tmp_path):
+    _one_line(_run(module, tmp_path, "--set", "model.device=cuda"),
               "model.device='cuda': no CUDA device is available here")
 
 

@@ -9,8 +9,7 @@ not safe inside concurrently running Prefect tasks.
 
 Where things live (defaults): tracking + registry in ``sqlite:///<repo>/mlflow.db``, artifacts in
 ``<repo>/mlartifacts/``. ``TrackingConfig.tracking_uri`` overrides, then ``$MLFLOW_TRACKING_URI``.
-Open the UI with ``mlflow ui --backend-store-uri sqlite:///mlflow.db --host 127.0.0.1
---workers 1``.
+:func:`run_page` gives the command that serves a store's UI and the address of a run's page.
 
     tracker = Tracker.from_config(cfg.tracking)
     run_id = tracker.start_run(cfg, flow_run_id=str(flow_run.id))
@@ -56,8 +55,8 @@ TAG_FLOW_RUN = "prefect.flow_run_id"
 TAG_CONFIG_HASH = "config.hash"
 TAG_GIT = "mlflow.source.git.commit"
 TAG_RUN_ID = "adversarial.run_id"  # the training run id (resumes share one MLflow run)
-# The UI opens an experiment on the view of its kind; without this tag MLflow 3 infers one and
-# may open the (empty) GenAI overview instead of the training runs.
+# The experiment's kind, as MLflow 3 names it: model development, not a GenAI app. Which view
+# the UI opens is not this tag but its GenAI / Model training switch (see run_page).
 TAG_EXPERIMENT_KIND, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
 _METRIC_KEY = re.compile(r"^[a-z][a-z0-9_]*/[A-Za-z0-9_./-]+$")
 _PARAM_MAX = 6000  # MLflow's limit on a param value's length
@@ -82,30 +81,47 @@ def default_artifact_location(tracking_uri: str) -> str | None:
 def run_page(tracking_uri: str, experiment_id: str, run_id: str) -> tuple[str, str | None]:
     """Where a user sees an MLflow run: ``(url, command)``. A tracking server (``http(s)://``)
     serves the page itself (command None); any other store needs ``mlflow ui`` started on it
-    first, and the URL is that UI's default address.
+    first, from the repository root (a store inside it is named relative to it), and the URL is
+    that UI's default address.
 
-    >>> run_page("http://mlflow:5000/", "1", "abc")
-    ('http://mlflow:5000/#/experiments/1/runs/abc', None)
+    The URL opens the run in the UI's *Model training* view (``workflowType``): the UI keeps
+    its GenAI / Model training switch in the browser, GenAI until the user flips it, and its
+    GenAI view opens an experiment on an empty traces overview.
+
+    >>> run_page("http://mlflow:5000/", "1", "abc")[0]
+    'http://mlflow:5000/#/experiments/1/runs/abc?workflowType=machine_learning'
     >>> command = run_page("sqlite:///runs/m.db", "1", "abc")[1]
     >>> print(command.replace(" --", "\\n--"))  # doctest: +ELLIPSIS
-    MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false ...mlflow ui
+    MLFLOW_DISABLE_TELEMETRY=true MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false ...mlflow ui
     --backend-store-uri sqlite:///runs/m.db
     --host 127.0.0.1
     --workers 1
     """
-    path = f"#/experiments/{experiment_id}/runs/{run_id}"
+    path = f"#/experiments/{experiment_id}/runs/{run_id}?workflowType=machine_learning"
     if tracking_uri.startswith(("http://", "https://")):
         return f"{tracking_uri.rstrip('/')}/{path}", None
     return (f"http://127.0.0.1:5000/{path}",
-            f"{UI_ENV} {mlflow_cli()} ui --backend-store-uri {tracking_uri} --host 127.0.0.1 "
-            "--workers 1")
+            f"{UI_ENV} {mlflow_cli()} ui --backend-store-uri {_from_repo(tracking_uri)} "
+            "--host 127.0.0.1 --workers 1")
 
 
-UI_ENV = "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false"
-"""The environment of the printed ``mlflow ui`` command: by default the server starts a queue
-for MLflow's GenAI jobs (which nothing here submits) in a folder it makes in ``/dev/shm`` at
-every start and never removes, even on SIGTERM; this stops it (``deployments/stack.py`` sets
-the same for its server)."""
+UI_ENV = "MLFLOW_DISABLE_TELEMETRY=true MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false"
+"""The environment of the printed ``mlflow ui`` command, for a shell without the Makefile's:
+no usage telemetry (which also writes an installation id to ``~/.config/mlflow``), and no
+queue for MLflow's GenAI jobs (which nothing here submits), which the server otherwise starts
+in a folder it makes in ``/dev/shm`` at every start and never removes, even on SIGTERM
+(``deployments/stack.py`` sets the same for its server)."""
+
+
+def _from_repo(tracking_uri: str) -> str:
+    """A SQLite URI of a database inside the repository, relative to it (shorter, and the
+    command runs from there); any other URI as it is."""
+    prefix = "sqlite:///"
+    if tracking_uri.startswith(prefix) and tracking_uri[len(prefix):].startswith("/"):
+        db = Path(tracking_uri[len(prefix):])
+        if db.is_relative_to(REPO):
+            return prefix + db.relative_to(REPO).as_posix()
+    return tracking_uri
 
 
 def mlflow_cli() -> str:

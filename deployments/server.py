@@ -185,21 +185,31 @@ def startup_timeout_s() -> float:
 
 _TEMPORARY: TemporaryServer | None = None  # this process's own server, once started
 UI_PORT = 4200  # where `prefect server start` serves its UI by default
+REPO = Path(__file__).resolve().parent.parent
 
 
-def flow_run_page(flow_run_id: str) -> str:
-    """Where to look at a flow run after this process: its page on the API's server when that
-    outlives us; when the API was this process's temporary server (gone with it), the command
-    that serves the same database's UI (``PREFECT_HOME``'s), and the page to open then."""
+def flow_run_page(flow_run_id: str) -> tuple[str, str | None]:
+    """Where to look at a flow run after this process: ``(url, command)``. When the API's
+    server outlives us, its page (command None); when the API was this process's temporary
+    server (gone with it), the command that serves the same database's UI (``PREFECT_HOME``'s)
+    from the repository root, and the page to open then.
+
+    The command is for a shell without the Makefile's environment: no usage telemetry (the
+    server's telemetry service otherwise logs an error at every start where it cannot reach
+    Prefect), and no prompt (in a terminal, ``prefect server start`` first asks to save the
+    server's address in a profile)."""
     from prefect.settings import get_current_settings  # deferred as in TemporaryServer._spawn
 
     settings = get_current_settings()
     page = f"/runs/flow-run/{flow_run_id}"
     if _TEMPORARY is None and settings.api.url:
-        return (settings.ui_url or settings.api.url.removesuffix("/api")) + page
+        return (settings.ui_url or settings.api.url.removesuffix("/api")) + page, None
     prefect = Path(sys.executable).parent / "prefect"
-    return (f"PREFECT_HOME={settings.home} {prefect} server start  (then open "
-            f"http://127.0.0.1:{UI_PORT}{page})")
+    if prefect.is_relative_to(REPO):
+        prefect = prefect.relative_to(REPO)
+    return (f"http://127.0.0.1:{UI_PORT}{page}",
+            f"PREFECT_HOME={settings.home} PREFECT_SERVER_ANALYTICS_ENABLED=false {prefect} "
+            "--no-prompt server start")
 
 
 def ensure_prefect_api(meanwhile: Callable[[], object] | None = None) -> str | None:

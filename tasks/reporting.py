@@ -231,11 +231,15 @@ def finish_run(ctx: RunContext) -> dict:
     summary["skipped_updates"] = skipped_updates(updates.to_dict("records"),
                                                  ctx.store.read(REWARDS).to_dict("records"),
                                                  cfg.ppo.advantage == "group")
-    url, command = run_page(ctx.tracker.tracking_uri, ctx.tracker.experiment_id,
-                            ctx.mlflow_run_id)
-    browse = url if command is None else f"{command}  (then open {url})"
+
+    def then_open(url: str, command: str | None) -> str:
+        """The page, or the command that serves it and, on a line of its own, the page."""
+        return url if command is None else f"{command}\n  open        : {url}"
+
+    browse = then_open(*run_page(ctx.tracker.tracking_uri, ctx.tracker.experiment_id,
+                                 ctx.mlflow_run_id))
     try:
-        prefect_page = flow_run_page(str(get_run_context().flow_run.id))
+        prefect_page = then_open(*flow_run_page(str(get_run_context().flow_run.id)))
     except Exception:  # outside a flow run (unit tests call this directly)
         prefect_page = "(not run as a Prefect flow)"
     print(stage_table(ctx.store.read(REWARDS)))

@@ -218,10 +218,10 @@ def test_tracking_uri_resolution(monkeypatch):
     assert os.environ["MLFLOW_DISABLE_TELEMETRY"] == "true"
 
 
-def test_the_experiment_opens_on_its_training_runs(tracker):
-    """MLflow 3's UI opens an experiment on the view of its kind; an untagged one may open on
-    the empty GenAI overview. A new experiment is tagged when created, an older one (made
-    before the tag) the first time a tracker opens it."""
+def test_the_experiment_is_tagged_as_model_development(tracker):
+    """MLflow 3 names an experiment's kind by a tag, GenAI app or model development; a new
+    experiment is tagged when created, an older one (made before the tag) the first time a
+    tracker opens it."""
     from artifacts.tracking import EXPERIMENT_KIND, TAG_EXPERIMENT_KIND, Tracker
 
     exp = tracker.client.get_experiment(tracker.experiment_id)
@@ -296,15 +296,75 @@ def test_a_dataset_logged_by_two_runs_at_once_is_linked_not_lost(tracker, monkey
         tracker.log_dataset(run_id, frame, name="problems:race", source="demo")
 
 
+def test_the_summary_links_the_run_page_in_the_model_training_view(monkeypatch, capsys):
+    """The end-of-run summary names each UI's command on a line of its own and the page to open
+    on the next: the MLflow run's own page, in the UI's Model training view (its GenAI view,
+    the UI's default, opens an experiment on an empty traces overview), and the Prefect flow
+    run's page. Each command carries what keeps it off the user's home and the console
+    quiet in a shell without the Makefile's environment; no line is over 200 characters."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    import deployments.server as server
+    import tasks.reporting as reporting
+    from artifacts.tracking import REPO
+
+    class Store:
+        run_dir = "runs/run_id=x"
+
+        def complete_steps(self):
+            return []
+
+        def read(self, table):
+            return pd.DataFrame()
+
+    monkeypatch.setattr(reporting, "stage_table", lambda rewards: "(table)")
+    monkeypatch.setattr(reporting, "get_run_context",
+                        lambda: SimpleNamespace(flow_run=SimpleNamespace(id="f-1")))
+    monkeypatch.setattr(server, "_TEMPORARY", server.TemporaryServer())  # gone with the run
+    tracker = SimpleNamespace(end_run=lambda run: None, experiment_id="7",
+                              tracking_uri=f"sqlite:///{REPO}/mlflow.db")
+    ctx = SimpleNamespace(run_id="x", store=Store(), cfg=TrainConfig(), mlflow_run_id="m1",
+                          timings=[], tracker=tracker)
+    reporting.finish_run(ctx)
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("  browse      : "))
+    browse, mlflow_page, prefect, prefect_page = (line.split(" : ", 1)[1]
+                                                  for line in lines[at:at + 4])
+    assert [line[:14] for line in lines[at:at + 4]] == ["  browse      ", "  open        ",
+                                                        "  prefect     ", "  open        "]
+    assert browse.startswith("MLFLOW_DISABLE_TELEMETRY=true ")
+    assert " ui --backend-store-uri sqlite:///mlflow.db " in browse  # from the repository root
+    assert mlflow_page == "http://127.0.0.1:5000/#/experiments/7/runs/m1?workflowType=" \
+                          "machine_learning"
+    assert prefect.startswith("PREFECT_HOME=")
+    assert " PREFECT_SERVER_ANALYTICS_ENABLED=false " in prefect
+    assert prefect.endswith(" --no-prompt server start")
+    assert prefect_page == f"http://127.0.0.1:{server.UI_PORT}/runs/flow-run/f-1"
+    assert max(len(line) for line in lines) <= 200, max(lines, key=len)
+
+    # with a tracking server the summary links its page directly
+    tracker.tracking_uri = "http://mlflow.example:5000"
+    reporting.finish_run(ctx)
+    out = capsys.readouterr().out
+    assert "  browse      : http://mlflow.example:5000/#/experiments/7/runs/m1?workflowType=" \
+           "machine_learning\n  prefect     : " in out, out
+
+
 @pytest.mark.slow
 def test_the_mlflow_ui_command_runs_in_a_fresh_shell(tmp_path):
     """The summary's ``mlflow ui`` command, as printed, must serve its store from a shell with
-    no venv activated, and start no job queue (its folder in /dev/shm outlives the server)."""
+    no venv activated and none of the Makefile's variables, write nothing to the user's home,
+    and start no job queue (its folder in /dev/shm outlives the server)."""
     from artifacts.tracking import REPO, run_page
 
     _, command = run_page(f"sqlite:///{tmp_path}/x.db", "1", "abc")
     port = free_port()
+    home = tmp_path / "home"
+    home.mkdir()
     problem = serve_and_poll(f"{command} --port {port}", REPO, port=port,
-                             env={"PATH": "/usr/bin:/bin", "MLFLOW_DISABLE_TELEMETRY": "true",
-                                  "HOME": str(tmp_path)})
+                             env={"PATH": "/usr/bin:/bin", "HOME": str(home)})
     assert problem == "", (command, problem)
+    # its telemetry is off: it would have written its installation id to ~/.config/mlflow
+    assert [p.relative_to(home) for p in home.rglob("*")] == [], command

@@ -4,9 +4,10 @@ Before the first step (``before``) and at the end of each training stage (``stag
 the stage's last step, before its manifest: a kill redoes the step and the evaluation with it),
 the run's policies are evaluated on ``evaluation.source``. Each result goes to MLflow as
 ``heldout/*`` at the step it follows, to ``_run/heldout.json`` in the run store (one entry per
-label, replaced when redone) and is printed in the final table. The first evaluation's wrong
-solutions are kept in ``_run/heldout_wrong.json``: every later evaluation's tests are measured
-on the same ones (``wrong_caught``). A new run's ``before`` evaluation is reused from an earlier
+label, replaced when redone) and is printed in the final table; the console gets one short line
+of its headline figures (:func:`heldout_line`). The first evaluation's wrong solutions are kept
+in ``_run/heldout_wrong.json``: every later evaluation's tests are measured on the same ones
+(``wrong_caught``). A new run's ``before`` evaluation is reused from an earlier
 run's with the same adapters, problems, config and code (``tasks.beforecache``).
 """
 
@@ -19,13 +20,31 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from configs.names import ROLES
-from pipeline.heldout import PREFIX, heldout_metrics, wrong_solutions
+from pipeline.heldout import COLUMNS, PREFIX, heldout_metrics, wrong_solutions
 from problems import load_problems
 from tasks import beforecache
 from tasks.runtime import RunContext
 
 RECORD = "heldout.json"
 WRONG = "heldout_wrong.json"  # the generator's wrong held-out solutions before training
+
+
+# The console line's figures: the final table's first columns, under its headings (every
+# figure goes to MLflow and the run store).
+HEADLINE = dict(zip(COLUMNS, ("pass@1", "edge", "valid", "mutants", "bugs", "wrong"),
+                    strict=True))
+
+
+def heldout_line(label: str, metrics: dict[str, float]) -> str:
+    """The console line of an evaluation: the headline figures it has, in the table's order.
+
+    >>> heldout_line("stage 2", {"pass_at_1": 0.4167, "test_validity": 0.786, "new_s1": 0.5,
+    ...                          "problems": 12.0})
+    'held-out stage 2: pass@1 0.417, valid 0.786'
+    """
+    shown = ", ".join(f"{name} {metrics[key]:.3f}" for key, name in HEADLINE.items()
+                      if key in metrics)
+    return f"held-out {label}: {shown}"
 
 
 @cache
@@ -65,13 +84,11 @@ def evaluate_heldout(ctx: RunContext, label: str, step: int) -> dict[str, float]
     if ctx.tracker is not None and ctx.mlflow_run_id:
         ctx.tracker.log_metrics(ctx.mlflow_run_id,
                                 {f"{PREFIX}/{k}": v for k, v in metrics.items()}, step=step)
-    shown = ", ".join(f"{k} {v:.3f}" for k, v in metrics.items()
-                      if k not in ("problems", "samples"))
-    print(f"held-out {label}: {shown}")
+    print(heldout_line(label, metrics))
     if cached is not None:
         where = beforecache.CACHE_ROOT / f"{key}.json"
-        print(f"held-out {label}: reused {where} (the same adapters, problems, config and "
-              f"code; saved by run {cached.get('saved_by')}; delete it to evaluate again)")
+        print(f"held-out {label}: reused {where} (saved by run {cached.get('saved_by')}; "
+              "delete it to evaluate again)")
         if ctx.tracker is not None and ctx.mlflow_run_id:
             ctx.tracker.set_tags(ctx.mlflow_run_id, {"heldout.before_cache": str(where)})
     return metrics

@@ -50,7 +50,7 @@ if __name__ == "__main__":  # --help, usage and config errors answer before Pref
     _args = build_parser().parse_args()
     check_config_first(_args.config, _args.overrides)
 
-from prefect import flow, task
+from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.context import get_run_context
@@ -65,7 +65,7 @@ from pipeline.heldout import hidden_problem
 from pipeline.stagereport import format_report, report_from_metrics
 from problems import ProblemLoadError, load_problems
 from serving.inference import InferenceEngine
-from tasks.progress import flow_run_name, name_flow_run, quiet_console
+from tasks.progress import API_ONLY, flow_run_name, name_flow_run, quiet_console
 
 # (metric, label) rows of the printed summary; pass@k rows are added per k.
 _SHOWN = (
@@ -176,7 +176,8 @@ def evaluate(config: str = "configs/tiny.yaml", overrides: list[str] | None = No
                f"{format_table(summary_rows(metrics, ks))}\n\n{stage_lines(metrics)}"
                f"  run store : {where['run_store']}/table=evaluations\n"
                f"  mlflow    : {where['mlflow_tracking_uri']} (run {where['mlflow_run_id']})")
-    print(summary)  # the flow's log (log_prints); the CLI prints it to stdout as well
+    # the flow run's logs only: main() prints it to the console once, on stdout
+    get_run_logger().info(summary, extra=API_ONLY)
     return {"run_id": run_id, "metrics": metrics, "summary": summary, **where}
 
 

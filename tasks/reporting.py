@@ -244,20 +244,20 @@ def finish_run(ctx: RunContext) -> dict:
         prefect_page = "(not run as a Prefect flow)"
     print(stage_table(ctx.store.read(REWARDS)))
     if cfg.evaluation.source:
-        print("\n" + heldout_table(ctx.store.read_json(HELDOUT_RECORD) or [],
-                                   cfg.evaluation.source))
+        print(heldout_table(ctx.store.read_json(HELDOUT_RECORD) or [],
+                            cfg.evaluation.source))
     report = run_stage_report(ctx, ctx.store.complete_steps())
     if report is not None:  # the stages the discriminator tested (none: no table)
         report = [row for row in report if row["stage"] in cfg.chain.test_stages] or None
     if report is not None:
-        print(format_report(report, "\nwhat each chain stage's tests did (mean over the run's "
+        print(format_report(report, "what each chain stage's tests did (mean over the run's "
                                     "steps; valid: new valid tests, repeated: copies of an "
                                     "earlier valid one; bugs caught: valid tests the final code "
                                     "fails; first caught: samples its tests rejected first)"))
         share = new_share(report)
         if share is not None:
             print(f"stages 2-5: {share:.0%} of their valid tests were new")
-    print("\nTraining finished.\n"
+    print("Training finished.\n"
           f"  run store   : {summary['run_store']}\n"
           f"  mlflow      : {summary['mlflow_tracking_uri']} (run {ctx.mlflow_run_id})\n"
           f"  models      : {', '.join(summary['registered_models']) or '(not registered)'}"

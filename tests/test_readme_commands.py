@@ -163,7 +163,8 @@ COMMANDS: dict[str, Command] = {
     ".venv/bin/python benchmarks/logprob_memory.py": Command(skip=BENCHMARK),
     ".venv/bin/python benchmarks/sandbox_throughput.py": Command(skip=BENCHMARK),
     ".venv/bin/python benchmarks/sandbox_load.py": Command(skip=BENCHMARK),
-    "export PREFECT_HOME=$PWD/.prefect PREFECT_API_URL=http://127.0.0.1:4200/api":
+    "export PREFECT_HOME=$PWD/.prefect PREFECT_API_URL=http://127.0.0.1:4200/api "
+    "PREFECT_SERVER_ANALYTICS_ENABLED=false":
         Command(skip=DEPLOYMENTS),
     ".venv/bin/prefect server start --host 127.0.0.1 --port 4200": Command(skip=DEPLOYMENTS),
     ".venv/bin/python -m deployments setup": Command(skip=DEPLOYMENTS),

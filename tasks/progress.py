@@ -1,12 +1,13 @@
-"""What a training run shows while it runs: one line per step on the console (under a progress
-bar in a terminal, plain when piped), the same line in the flow run's Prefect logs, a Prefect
-progress artifact, and a console kept free of per-task state noise.
+"""What a training run shows while it runs: one line per step on the console ending with the
+time the steps left take (under a progress bar with the time remaining in a terminal, plain
+when piped), the same line in the flow run's Prefect logs, a Prefect progress artifact, and a
+console kept free of per-task state noise.
 
 Prefect logs every task run's state change ("Finished in state Completed()") through the
 ``prefect.task_runs`` logger, which both ships it to the API and propagates it to the root
 console handler. :func:`quiet_console` filters the console handler only: the lines stay in the
 Prefect UI's logs, and the console keeps the run's own lines, what tasks print, warnings and
-errors.
+errors. It also keeps MLflow's notes on creating and migrating its database off the console.
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.client.orchestration import get_client
 from prefect.context import FlowRunContext
 from prefect.runtime import flow_run
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-from rich.progress import Progress as RichProgress
 
+from pipeline.progress import LiveBar, eta, remaining_s
 from pipeline.schedule import PlannedStep
 from tasks.runtime import RunContext, artifact_key
 
@@ -32,13 +32,20 @@ API_ONLY = {"console": False}  # ``extra=`` of a record that goes to Prefect's l
 
 STATE_NOISE = ("Finished in state", "Running hook")  # Prefect's per-task-run state lines
 
+# MLflow's SQLite store says at INFO that it creates and migrates its tables, on a new database
+# (every first run), through these loggers; warnings and errors still show.
+DATABASE_NOTES = ("mlflow.store.db", "mlflow.store.db_migrations", "alembic")
+
 
 class _ConsoleFilter(logging.Filter):
-    """Drop task runs' state lines (what a task prints, its retries and errors stay) and
-    records marked :data:`API_ONLY`."""
+    """Drop task runs' state lines (what a task prints, its retries and errors stay), records
+    marked :data:`API_ONLY` and blank records (a bare ``print()`` under ``log_prints``, which
+    would show as a ``Flow run '...' -`` line with nothing after it)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if getattr(record, "console", True) is False:
+            return False
+        if not record.args and not str(record.msg).strip():
             return False
         return not (record.name.startswith("prefect.task_runs")
                     and record.levelno < logging.WARNING
@@ -46,20 +53,27 @@ class _ConsoleFilter(logging.Filter):
 
 
 def quiet_console() -> None:
-    """Install the console filter on every console handler of the root logger (idempotent)."""
+    """Install the console filter on every console handler of the root logger and raise
+    :data:`DATABASE_NOTES` to WARNING (idempotent)."""
     for handler in logging.getLogger().handlers:
         if isinstance(handler, logging.StreamHandler) and \
                 not any(isinstance(f, _ConsoleFilter) for f in handler.filters):
             handler.addFilter(_ConsoleFilter())
+    for name in DATABASE_NOTES:
+        logger = logging.getLogger(name)
+        if logger.getEffectiveLevel() < logging.WARNING:
+            logger.setLevel(logging.WARNING)
 
 
 def step_line(planned: PlannedStep, total: int, metrics: dict[str, float],
-              seconds: float) -> str:
-    """The console and log line of a finished step.
+              seconds: float, remaining: str = "") -> str:
+    """The console and log line of a finished step; ``remaining`` (e.g. ``ETA 2m10s``) ends it.
 
     >>> step_line(PlannedStep(7, 2, "generator", "generator"), 25,
-    ...           {"generator/reward": 0.4123, "discriminator/validity": 0.8}, 3.14)
-    'step 7/25 stage 2 generator | gen reward 0.412 | disc reward 0.000 | validity 0.80 | 3.1 s'
+    ...           {"generator/reward": 0.4123, "discriminator/validity": 0.8}, 3.14, "ETA 56s"
+    ...           ).split(" | ")  # doctest: +NORMALIZE_WHITESPACE
+    ['step 7/25 stage 2 generator', 'gen reward 0.412', 'disc reward 0.000', 'validity 0.80',
+     '3.1 s', 'ETA 56s']
     """
     line = (f"step {planned.step}/{total} stage {planned.stage} {planned.role} | "
             f"gen reward {metrics.get('generator/reward', 0):.3f} | "
@@ -68,43 +82,46 @@ def step_line(planned: PlannedStep, total: int, metrics: dict[str, float],
     masked = int(metrics.get("sandbox/infra_masked_samples", 0))
     if masked:
         line += f" | infra-masked {masked}"
-    return line + f" | {seconds:.1f} s"
+    return line + f" | {seconds:.1f} s" + (f" | {remaining}" if remaining else "")
 
 
 class Progress:
-    """``with Progress(ctx, total, done) as p: ... p.advance(planned, metrics)``."""
+    """``with Progress(ctx, total, done) as p: ... p.advance(planned, metrics)``.
+
+    ``done`` steps were complete before (a resumed run): the ETA counts only the steps done
+    in this process, at their mean pace (``pipeline.progress.eta``)."""
 
     def __init__(self, ctx: RunContext, total: int, done: int = 0,
                  interactive: bool | None = None) -> None:
         self.ctx, self.total, self.done = ctx, total, done
         self.interactive = sys.stdout.isatty() if interactive is None else interactive
-        self._bar: Any = None
-        self._task: Any = None
+        self._bar: LiveBar | None = None
         self._artifact: Any = None
-        self._since = time.perf_counter()
+        self._start = self._since = time.perf_counter()
+        self._done_here = 0
 
     def __enter__(self) -> Progress:
         if self.interactive:
-            self._bar = RichProgress(TextColumn("{task.description}"), BarColumn(),
-                                     MofNCompleteColumn(), TimeElapsedColumn(), transient=True)
-            self._bar.start()
-            self._task = self._bar.add_task(f"run {self.ctx.run_id}", total=self.total,
-                                            completed=self.done)
+            bar = LiveBar(f"run {self.ctx.run_id}", self.total, "steps", completed=self.done)
+            self._bar = bar if bar.start() else None
         self._artifact = create_progress_artifact(
             100.0 * self.done / max(self.total, 1),
             key=f"{artifact_key(self.ctx.run_id)}-progress",
             description=f"Training steps of run {self.ctx.run_id}")
-        self._since = time.perf_counter()
+        self._start = self._since = time.perf_counter()
         return self
 
     def advance(self, planned: PlannedStep, metrics: dict[str, float]) -> None:
         now = time.perf_counter()
-        line = step_line(planned, self.total, metrics, now - self._since)
-        self._since = now
         self.done += 1
+        self._done_here += 1
+        elapsed, left = now - self._start, self.total - self.done
+        line = step_line(planned, self.total, metrics, now - self._since,
+                         eta(elapsed, self._done_here, left))
+        self._since = now
         if self._bar is not None:
-            self._bar.console.print(line, soft_wrap=True)
-            self._bar.update(self._task, completed=self.done)
+            self._bar.print(line)
+            self._bar.update(self.done, remaining_s(elapsed, self._done_here, left))
         else:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()

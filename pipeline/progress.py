@@ -27,6 +27,7 @@ import time
 from typing import Any, TextIO
 
 EVERY_S = 5.0  # plain mode: seconds between lines (the first and last are always written)
+DETAIL_WIDTH = 12  # what a bar leaves for its detail, e.g. "loss 10.759"
 
 
 def duration(seconds: float) -> str:
@@ -83,7 +84,7 @@ def progress_line(label: str, done: int, total: int, unit: str, elapsed: float,
     return line + (f", {detail}" if detail else "")
 
 
-def _time_column() -> Any:
+def _time_column(table_column: Any = None) -> Any:
     """The bar's ``<elapsed> elapsed, ETA <left>`` column: the time left is the task's
     ``eta_s`` field counted down from its ``eta_at`` (rich is imported when a bar is drawn)."""
     from rich.progress import ProgressColumn
@@ -97,7 +98,7 @@ def _time_column() -> Any:
                 text += f", ETA {duration(eta_s - (time.monotonic() - task.fields['eta_at']))}"
             return Text(text, style="progress.remaining")
 
-    return TimeColumn()
+    return TimeColumn(table_column)
 
 
 def _stream_handlers() -> list[logging.StreamHandler]:
@@ -132,10 +133,23 @@ class LiveBar:
         """Draw the bar; False (and nothing drawn) when another bar is live in this process."""
         from rich.errors import LiveError
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+        from rich.table import Column
 
-        bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                       TextColumn(self.unit), _time_column(), TextColumn("{task.fields[detail]}"),
+        def one_line() -> Column:  # a column cut short rather than wrapped onto a second line
+            return Column(no_wrap=True, overflow="ellipsis")
+
+        gauge = BarColumn()
+        bar = Progress(TextColumn("{task.description}", table_column=one_line()), gauge,
+                       MofNCompleteColumn(table_column=one_line()),
+                       TextColumn(self.unit, table_column=one_line()),
+                       _time_column(one_line()),
+                       TextColumn("{task.fields[detail]}", table_column=one_line()),
                        transient=True)
+        # the gauge takes what the terminal leaves of its width (up to rich's 40): the bar is
+        # one line in an 80-column terminal too
+        others = (len(self.label) + 2 * len(str(self.total)) + 1 + len(self.unit)
+                  + len("00m00s elapsed, ETA 00m00s") + DETAIL_WIDTH + 5)
+        gauge.bar_width = max(10, min(40, bar.console.width - others))
         try:
             bar.start()
         except LiveError:  # another bar is live (a training run's): its caller goes plain

@@ -260,7 +260,8 @@ BAR = "━"  # rich's bar glyph: a line with it is a bar being drawn (and redraw
 def test_log_lines_print_above_a_live_bar_not_into_its_line(tmp_path):
     """Prefect's console handler keeps the stderr it was made with; while a bar is live its
     lines go through the bar's console, above the bar, as printed lines do, and a line wider
-    than the terminal stays one line (the terminal wraps it, as without a bar)."""
+    than the terminal stays one line (the terminal wraps it, as without a bar). The bar itself
+    fits an 80-column terminal."""
     import os
 
     long = "a log line while the bar shows, " + "wider than the terminal " * 4
@@ -268,8 +269,8 @@ def test_log_lines_print_above_a_live_bar_not_into_its_line(tmp_path):
             "from prefect.logging.handlers import PrefectConsoleHandler\n"
             "from pipeline.progress import LiveBar\n"
             "root = logging.getLogger(); root.handlers = [PrefectConsoleHandler(sys.stderr)]\n"
-            "bar = LiveBar('fitting', 4, 'steps'); assert bar.start()\n"
-            "bar.update(1, 9.0); time.sleep(0.3)\n"
+            "bar = LiveBar('warm start discriminator', 400, 'steps'); assert bar.start()\n"
+            "bar.update(12, 599.0, 'loss 10.759'); time.sleep(0.3)\n"
             f"root.warning({long!r}); time.sleep(0.3)\n"
             "print('a printed line'); time.sleep(0.3)\n"
             "bar.stop(); root.warning('a log line after it')\n")
@@ -281,7 +282,11 @@ def test_log_lines_print_above_a_live_bar_not_into_its_line(tmp_path):
     assert long in lines, lines
     assert "a printed line" in lines and "a log line after it" in lines, lines
     frames = _screen_lines(raw.replace("\r", "\n"))  # every state the bar was drawn in
-    assert any(BAR in line and "ETA" in line for line in frames), lines  # the time remaining
+    assert any(BAR in line and "ETA 9m" in line and "loss 10.759" in line
+               for line in frames), frames  # the time remaining, the detail, on one line
+    shown = {line.strip() for line in lines}
+    assert all(line.strip() in shown for line in frames if line.strip() and BAR not in line), \
+        frames  # no second line of a bar
 
 
 @pytest.mark.slow

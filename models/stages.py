@@ -1,8 +1,10 @@
-"""The five reasoning stages and the chat messages both roles see at each of them.
+"""The chain's stages and the chat messages both roles see at each of them.
 
-The generator writes, per problem: 1 informal reasoning, 2 structured reasoning, 3 pseudocode,
-4 constraints and invariants, 5 executable Python. At every stage the discriminator reads the
-chain so far and writes unit tests with that stage's focus (basic, edge, algorithmic corner,
+Each stage is one entry of ``configs.names.STAGE_TABLE``; this module turns an entry into that
+stage's prompts. With the shipped table the generator writes, per problem, informal
+reasoning, structured reasoning, pseudocode, constraints and invariants, then executable
+Python (the last stage is always the code); at every stage the discriminator reads the chain
+so far and writes unit tests with that stage's focus (basic, edge, algorithmic corner,
 constraint/stress, adversarial cases). Tests accumulate across stages into one suite.
 
 This module builds *messages* (a list of ``{"role", "content"}`` dicts); turning them into a
@@ -14,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from configs.names import CODE_STAGE, STAGES
+from configs.names import CODE_STAGE, STAGE_TABLE, STAGES, StageSpec
 from problems.model import Problem
 
 GENERATOR_SYSTEM = (
@@ -40,6 +42,8 @@ class Stage:
     """Instruction for the discriminator; ``{entry_point}`` and ``{focus}`` are filled in."""
     discriminator_focus: str
     """The kind of test this stage's discriminator writes (one line)."""
+    names_edge_cases: bool = False
+    """Whether the generator's text at this stage names edge cases (``StageSpec``)."""
 
     @property
     def is_code(self) -> bool:
@@ -59,76 +63,19 @@ _DISCRIMINATOR_TEMPLATE = (
     f"Stage {{stage_id}} of {N_STAGES}: {{stage_name}}. Focus on {{focus}}.\n" + _TEST_FORMAT
 )
 
-_STAGES = (
-    Stage(
-        id=1,
-        name="informal reasoning",
-        description="Conversational, intuitive understanding of the problem and an approach.",
-        generator_prompt_template=(
-            f"Stage 1 of {N_STAGES}: "
-            "informal reasoning. In a few plain sentences, explain what "
-            "`{entry_point}` must do and which approach would work. Do not write code yet."
-        ),
+
+def _stage(stage_id: int, spec: StageSpec) -> Stage:
+    """The stage with id ``stage_id`` declared by ``spec``: its prompts open with
+    ``Stage k of N: <name>.``, then the generator's instruction or the discriminator's focus."""
+    return Stage(
+        id=stage_id, name=spec.name, description=spec.description,
+        generator_prompt_template=f"Stage {stage_id} of {N_STAGES}: {spec.name}. "
+                                  + spec.instruction,
         discriminator_prompt_template=_DISCRIMINATOR_TEMPLATE,
-        discriminator_focus="basic cases: the happy path, typical inputs, an empty or "
-                            "single-element input where it makes sense",
-    ),
-    Stage(
-        id=2,
-        name="structured reasoning",
-        description="An organised breakdown: the problem, the approach, the steps, edge cases.",
-        generator_prompt_template=(
-            f"Stage 2 of {N_STAGES}: "
-            "structured reasoning. As a numbered list, state the problem, the "
-            "approach, the steps, and the edge cases `{entry_point}` must handle. No code yet."
-        ),
-        discriminator_prompt_template=_DISCRIMINATOR_TEMPLATE,
-        discriminator_focus="edge cases: boundary values, empty inputs, duplicates, "
-                            "no-solution inputs named in the reasoning",
-    ),
-    Stage(
-        id=3,
-        name="pseudocode",
-        description="The algorithm in language-neutral pseudocode.",
-        generator_prompt_template=(
-            f"Stage 3 of {N_STAGES}: "
-            "pseudocode. Write the algorithm for `{entry_point}` as indented "
-            "pseudocode (not Python)."
-        ),
-        discriminator_prompt_template=_DISCRIMINATOR_TEMPLATE,
-        discriminator_focus="algorithmic corner cases: loop boundaries, off-by-one errors, "
-                            "repeated elements, ordering",
-    ),
-    Stage(
-        id=4,
-        name="constraints and invariants",
-        description="Time and space complexity, invariants, and the inputs that must be handled.",
-        generator_prompt_template=(
-            f"Stage 4 of {N_STAGES}: "
-            "constraints and invariants. State the time and space complexity of "
-            "your algorithm for `{entry_point}`, its loop invariants, and the input ranges and "
-            "special values it must handle."
-        ),
-        discriminator_prompt_template=_DISCRIMINATOR_TEMPLATE,
-        discriminator_focus="constraints and stress: negative numbers, extreme values, large "
-                            "inputs that expose slow or overflowing solutions",
-    ),
-    Stage(
-        id=5,
-        name="executable code",
-        description="The final Python implementation.",
-        generator_prompt_template=(
-            f"Stage 5 of {N_STAGES}: "
-            "executable code. Write the complete Python implementation of "
-            "`{entry_point}` following your reasoning, in exactly one ```python fenced block "
-            "that defines `{entry_point}` with the given signature. No explanation, no tests, "
-            "no example usage."
-        ),
-        discriminator_prompt_template=_DISCRIMINATOR_TEMPLATE,
-        discriminator_focus="adversarial cases: tricky inputs and unexpected combinations "
-                            "that this particular code is most likely to get wrong",
-    ),
-)
+        discriminator_focus=spec.focus, names_edge_cases=spec.names_edge_cases)
+
+
+_STAGES = tuple(_stage(i, spec) for i, spec in zip(STAGES, STAGE_TABLE, strict=True))
 
 
 @dataclass(frozen=True)
@@ -220,7 +167,7 @@ def generator_messages(problem: Problem, stage: Stage | int, previous: Sequence[
     (``configs.ChainConfig.stages``; all of them by default) in order; an entry of ``None``
     renders as omitted (the context-length policy uses it). ``description`` overrides the
     problem text (the policy passes a truncated one). The code stage of a code-only chain
-    (``chain=(5,)``) is :func:`direct_messages`.
+    (``chain=(CODE_STAGE,)``) is :func:`direct_messages`.
     """
     stage = stage if isinstance(stage, Stage) else get_stage(stage)
     ids = _shown(chain, stage, previous, upto=False, who="needs the outputs of")
@@ -268,9 +215,9 @@ def discriminator_messages(problem: Problem, stage: Stage | int, chain: Sequence
 
 
 def critique_messages(problem: Problem, code: str) -> list[dict[str, str]]:
-    """Optional textual critique: ask the discriminator to judge code in words (the seed's
-    ``generate_critique``). The reply ends with ``VERDICT: correct`` or ``VERDICT: incorrect``,
-    which :func:`models.parsing.parse_critique` reads."""
+    """Optional textual critique: ask the discriminator to judge code in words. The reply ends
+    with ``VERDICT: correct`` or ``VERDICT: incorrect``, which
+    :func:`models.parsing.parse_critique` reads."""
     return [
         {"role": "system", "content": DISCRIMINATOR_SYSTEM},
         {"role": "user", "content": (

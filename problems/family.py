@@ -51,6 +51,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
+from configs.names import STAGES
 from problems import guards
 
 FAMILIES = ("piecewise", "guards")  # guards: problems/guards.py (three ways to be wrong)
@@ -256,7 +257,7 @@ def edge_tests(problem_id_: str) -> list[str]:
 
 
 def warm_targets(problem_id_: str, ideal: bool = False) -> tuple[str, list[str]]:
-    """The warm start's stage-5 code and discriminator tests for a ``piecewise`` problem: the
+    """The warm start's code and discriminator tests for a ``piecewise`` problem: the
     guard is missing from ``WARM_EDGE_MISS`` of the codes, and ``WARM_EDGE_TEST`` of the test
     sets hold one edge test (see the module docstring); ``ideal``: always the guard and the
     edge test."""
@@ -270,20 +271,25 @@ def warm_targets(problem_id_: str, ideal: bool = False) -> tuple[str, list[str]]
 
 
 def warm_chain(problem_id_: str, ideal: bool = False) -> tuple[list[str], list[list[str]]]:
-    """The warm start's targets for a family problem: the generator's five stage texts (the
-    last one the code, fenced) and the discriminator's tests of each stage. ``piecewise``
-    teaches formulaic stages 1-4 and the same tests at every stage; ``guards`` teaches a chain
-    whose stages decide the code and stage-specific tests (``problems/guards.py``).
+    """The warm start's targets for a family problem: the generator's text of each chain stage
+    (the last one the code, fenced) and the discriminator's tests of each stage.
+    ``piecewise`` teaches formulaic reasoning stages and the same tests at every stage;
+    ``guards`` teaches a chain whose stages decide the code and stage-specific tests
+    (``problems/guards.py``).
     ``ideal``: the same chain without its deliberate flaws (``pipeline/basefit.py``)."""
     if _is_guards(problem_id_):
         return guards.warm_chain(problem_id_, ideal)
     code, tests = warm_targets(problem_id_, ideal)
     name = params_of(problem_id_).name
-    return [*formulaic_stages(name), f"```python\n{code.strip()}\n```"], [tests] * 5
+    return ([*formulaic_stages(name), f"```python\n{code.strip()}\n```"],
+            [tests] * len(STAGES))
 
 
 def formulaic_stages(name: str) -> list[str]:
-    """Stages 1-4 of a problem without a family chain: short and formulaic on purpose, so a
-    tiny model learns them quickly and the code stage's prompt holds clean earlier stages."""
-    return [f"We need {name}.", f"1. Read the inputs.\n2. Compute {name}.\n3. Return it.",
-            f"return {name}(inputs)", "Handle empty inputs."]
+    """The reasoning stages' texts (every stage but the code) of a problem without a family
+    chain: short and formulaic on purpose, so a tiny model learns them quickly and the code
+    stage's prompt holds clean earlier stages. A chain with more reasoning stages than these
+    four texts repeats the last three in turn."""
+    return list(guards.per_reasoning_stage(f"We need {name}.", (
+        f"1. Read the inputs.\n2. Compute {name}.\n3. Return it.", f"return {name}(inputs)",
+        "Handle empty inputs.")).values())

@@ -12,7 +12,7 @@ than t`` or ``x is at least t`` (``a`` in 2..5, ``b`` in 0..4, ``c`` in -1..3, `
 ``t`` in {10, 30, 50}: 3,600 combinations less the 288 ``zero`` ones with ``c == b``,
 3,312 in all). A
 solution can be wrong in three independent ways, and each maps to one stage's focus
-(``models/stages.py``):
+(``configs.names.STAGE_TABLE``; stages of the shipped five-stage chain):
 
 ==========================  ===================================  ==========================
 bug                         test that exposes it                 discriminator stage focus
@@ -22,15 +22,18 @@ bound off by one (> vs >=)  ``x == t``                           3, boundaries, 
 bound guard missing         a large ``x`` (1000)                 4, extreme values
 ==========================  ===================================  ==========================
 
-Stage 1 (happy path) is the main path, which the problem's baseline tests already cover; stage
-5 (adversarial, reading the code) targets whatever that code leaves out.
+The first stage (happy path) is the main path, which the problem's baseline tests already
+cover; the code stage (adversarial, reading the code) targets whatever that code leaves out.
+The reasoning stages in between take the three focus tests in turn (``FOCUS``), so a chain
+with more of them cycles through edge, boundary and large again, and one with fewer stops
+early.
 
 As in ``piecewise``: baseline tests are main-path only (inputs no guard fires on, away from the
 boundary), the hidden suite (``hidden_tests``) covers every path and is used for evaluation
 only, the splits are disjoint by a hash of the parameters, and the warm start is imperfect on
 purpose (``warm_chain``): the generator's chain drops each guard or flips the boundary with
-``WARM_MISS`` each, its stages 2-4 saying what the code then does (the code follows its
-reasoning), and the discriminator's stage-k target is that stage's focus test with
+``WARM_MISS`` each, its reasoning stages after the first saying what the code then does (the
+code follows its reasoning), and the discriminator's stage-k target is that stage's focus test with
 ``WARM_FOCUS``, otherwise a repeat of the main-path test (which adds nothing to the suite).
 """
 
@@ -39,6 +42,9 @@ from __future__ import annotations
 import hashlib
 import itertools
 from dataclasses import dataclass
+from typing import TypeVar
+
+from configs.names import CODE_STAGE, STAGES
 
 NAME = "guards"
 SPLIT_SHARES = {"warmstart": range(0, 5), "train": range(5, 8), "heldout": range(8, 10)}
@@ -170,8 +176,23 @@ class Params:
         return f"assert {self.name}({x}, {args}) == {self.value(x, **WRITTEN)}"
 
 
-FOCUS = {1: "main", 2: "edge", 3: "boundary", 4: "large"}
-"""The test each discriminator stage's focus asks for (stage 5: what the code misses)."""
+T = TypeVar("T")
+
+
+def per_reasoning_stage(first: T, rest: tuple[T, ...]) -> dict[int, T]:
+    """One value per reasoning stage (every stage but the code): ``first`` for the first, then
+    ``rest`` in turn, cycling when the chain has more stages than ``rest`` has values.
+
+    >>> per_reasoning_stage("main", ("edge", "boundary", "large"))
+    {1: 'main', 2: 'edge', 3: 'boundary', 4: 'large'}
+    """
+    return {stage: first if i == 0 else rest[(i - 1) % len(rest)]
+            for i, stage in enumerate(STAGES[:-1])}
+
+
+FOCUS = per_reasoning_stage("main", ("edge", "boundary", "large"))
+"""The test each reasoning stage's discriminator focus asks for (the code stage: what the code
+misses)."""
 BUG_FOCUS = {"edge": "edge", "flipped": "boundary", "bound": "large"}
 """The focus test that exposes each way of being wrong."""
 
@@ -224,8 +245,9 @@ def edge_tests(problem_id_: str) -> list[str]:
 
 
 def warm_chain(problem_id_: str, ideal: bool = False) -> tuple[list[str], list[list[str]]]:
-    """The warm start's targets for one problem: the generator's five stage texts (stage 5 the
-    code, in a fenced block) and the discriminator's tests per stage (module docstring).
+    """The warm start's targets for one problem: the generator's text of each chain stage (the
+    code stage's is the code, in a fenced block) and the discriminator's tests per stage
+    (module docstring).
 
     ``ideal``: the chain without its deliberate flaws (both guards, the boundary as described,
     every stage's focus test), what a base model fitted on the family knows
@@ -237,21 +259,20 @@ def warm_chain(problem_id_: str, ideal: bool = False) -> tuple[list[str], list[l
     flipped = bound and p._share("warm-flip") < miss
     main = "return x * a + b"
     at_t = "d" if p.bound_code(flipped) == "x >= t" else "x * a + b"
-    texts = [
-        f"We need {p.name}: x * a + b, except in special cases.",
+    # Each reasoning stage says one thing the code depends on, beside that stage's focus test.
+    reasoning = per_reasoning_stage(f"We need {p.name}: x * a + b, except in special cases.", (
         (f"1. If {p.edge_text()}, return c.\n2. Otherwise {main}." if edge
          else f"1. {main.capitalize()}."),
         "\n".join([*([f"if {p.edge_code()}: return c"] if edge else []),
                    *([f"if {p.bound_text()}: return d"] if bound else []), main]),
-        (f"O(1). At x = t the answer is {at_t}." if bound else "O(1). No upper limit."),
-        f"```python\n{p.code(edge, bound, flipped).strip()}\n```",
-    ]
+        (f"O(1). At x = t the answer is {at_t}." if bound else "O(1). No upper limit.")))
+    texts = [*reasoning.values(), f"```python\n{p.code(edge, bound, flipped).strip()}\n```"]
     misses = [bug for bug, wrong in (("edge", not edge), ("bound", not bound),
                                      ("flipped", flipped)) if wrong]
     tests = []
-    for stage in range(1, 6):
-        focused = stage > 1 and p._share(f"warm-focus-{stage}") < focus_share
-        if stage == 5:  # the adversarial stage reads the code: it tests what the code misses
+    for stage in STAGES:  # the first reasoning stage's focus is the main path itself
+        focused = p._share(f"warm-focus-{stage}") < focus_share
+        if stage == CODE_STAGE:  # the adversarial stage reads the code: it tests what it misses
             focus = BUG_FOCUS[misses[0]] if focused and misses else "main"
         else:
             focus = FOCUS[stage] if focused else "main"

@@ -7,19 +7,20 @@ Definitions (every rate is pooled over the samples it names, so large suites wei
 
 * **pass@k** (Chen et al. 2021, unbiased): per problem with ``n`` samples of which ``c`` pass
   every one of the problem's own (baseline) tests, ``1 - C(n-c, k) / C(n, k)``; averaged over
-  problems. ``direct_pass@k`` is the same model asked for code at once (the stage-5 prompt with
-  no earlier stages): the single-stage baseline of the seeds.
+  problems. ``direct_pass@k`` is the same model asked for code at once (the code stage's prompt
+  with no earlier stages): the single-stage baseline.
 * **test_validity**: share of the discriminator's deduplicated tests that the reference passes.
 * **mutation_kill_rate**: share of reference mutants (``rewards.mutants``) that at least one
   valid discriminator test of the sample rejects.
 * **distinct_test_rate**: deduplicated tests / parsed tests; **distinct_inputs**: different
   argument tuples the tests pass to the entry point, per sample.
 * **failure_rate**: share of the valid tests (baseline + discriminator) the final code fails;
-  a sample without code fails them all (the seed's ``compute_failure_rate``).
+  a sample without code fails them all.
 * **coherence**: of the edge-case classes (empty, single element, zero, negative, large,
-  duplicates, None) the chain's stage 2 (structured reasoning, which lists edge cases) and
-  stage 4 (constraints) *name*, the share that the discriminator's tests *exercise* (an
-  argument of that class in a call to the entry point). Samples naming none are left out.
+  duplicates, None) the chain's stages that name edge cases *name* (``names_edge_cases`` in
+  ``configs.names.STAGE_TABLE``: structured reasoning and constraints in the shipped chain),
+  the share that the discriminator's tests *exercise* (an argument of that class in a call to
+  the entry point). Samples naming none are left out.
 
 Test-side metrics run the chain's tests through the training pipeline's own pure functions
 (``pipeline.chains``/``pipeline.execution``/``pipeline.scoring``), so they mean what training
@@ -37,9 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from configs.names import CODE_STAGE
+from configs.names import CODE_STAGE, STAGES
 from configs.schema import TrainConfig
 from models.seeds import derive_seed
+from models.stages import get_stage
 from pipeline.chains import baseline_rows, kept_tests, parsed_test_rows
 from pipeline.execution import RunJobs, Suite, problem_mutants, run_suites, sandbox_runner
 from pipeline.progress import WorkProgress
@@ -170,14 +172,15 @@ def mentioned_classes(text: str) -> set[str]:
     return {k for k, rx in _MENTION_RE.items() if rx.search(text or "")}
 
 
-def coherence(reasoning: Sequence[str], tests: Iterable[str], entry_point: str
-              ) -> tuple[float | None, int, int]:
+def coherence(reasoning: Sequence[str], tests: Iterable[str], entry_point: str,
+              stages: Sequence[int] | None = None) -> tuple[float | None, int, int]:
     """(share of named classes the tests exercise, named, covered); share None if none named.
-    ``reasoning`` is stages 1-4; stages 2 and 4 are read."""
+    ``reasoning`` holds the texts of the chain's reasoning ``stages`` (default: the first
+    ones); those of stages that name edge cases are read."""
     named = set()
-    for stage in (2, 4):
-        if len(reasoning) >= stage:
-            named |= mentioned_classes(reasoning[stage - 1])
+    for stage, text in zip(STAGES if stages is None else stages, reasoning, strict=False):
+        if get_stage(stage).names_edge_cases:
+            named |= mentioned_classes(text)
     covered = set()
     for t in tests:
         covered |= exercised_classes(t, entry_point)
@@ -221,8 +224,8 @@ def sample_rows(results: Sequence[InferenceResult], scored: dict[str, Any] | Non
         key = (r.problem.id, r.sample_idx)
         ex = r.execution_result
         row: dict[str, Any] = {
-            "stage": 5, "problem_id": r.problem.id, "sample_idx": r.sample_idx, "mode": r.mode,
-            "model": model, "passed": r.passed, "code_ok": r.code is not None,
+            "stage": CODE_STAGE, "problem_id": r.problem.id, "sample_idx": r.sample_idx,
+            "mode": r.mode, "model": model, "passed": r.passed, "code_ok": r.code is not None,
             "n_baseline": len(r.problem.baseline_tests),
             "n_baseline_passed": ex.passed if ex is not None else 0,
             "generation_s": r.inference_time, "code": r.code,
@@ -238,7 +241,8 @@ def sample_rows(results: Sequence[InferenceResult], scored: dict[str, Any] | Non
             unique = [t["snippet"] for t in ok if not t["is_duplicate"]]
             outcome = scored["outcomes"][key]
             judged = outcome.generator_tests
-            score, named, hit = coherence(r.reasoning_chain, unique, r.problem.entry_point)
+            score, named, hit = coherence(r.reasoning_chain, unique, r.problem.entry_point,
+                                          r.reasoning_stages)
             row |= {
                 "n_parsed": len(ok), "n_tests": len(unique), "n_dropped": len(disc) - len(ok),
                 "n_valid": len(outcome.valid_discriminator_tests),

@@ -2,7 +2,7 @@
 
 Run before the first training step and after each training stage (``tasks/heldout.py``) with
 the run's own policies, through the same code as ``flows.evaluate``
-(:func:`pipeline.evaluation.evaluate_engine`): the five-stage chain, the discriminator's tests
+(:func:`pipeline.evaluation.evaluate_engine`): the run's chain, the discriminator's tests
 per stage, execution in the sandbox. A procedural family's problem (``problems/family.py``) is
 judged on its **hidden suite** (main and edge path), which no training code sees; any other
 problem on its own tests. Sampling uses the run's settings and a fixed seed, so every
@@ -24,9 +24,9 @@ Figures (``heldout/*`` in MLflow, ``_run/heldout.json`` in the run store, the fi
   ``wrong_caught``;
 * ``new_s<k>``: new distinct valid tests chain stage ``k`` added, per sample (a copy of an
   earlier stage's test is not new);
-* ``stage_new_tests``: of the valid tests stages 2-5 wrote, the share that were new
-  (``pipeline.stagereport.new_share``); ``late_catch``: of the caught wrong solutions, the
-  share first caught at stage 2 or later.
+* ``stage_new_tests``: of the valid tests the stages after the first wrote, the share that
+  were new (``pipeline.stagereport.new_share``); ``late_catch``: of the caught wrong
+  solutions, the share first caught at a stage after the first.
 """
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ def heldout_metrics(sampler: Any, cfg: Any, problems: Sequence[Any],
 
 
 def heldout_table(results: Sequence[dict[str, Any]], source: str) -> str:
-    """The seeds' per-stage table on held-out problems: one row per evaluation (``before``,
+    """The per-stage table on held-out problems: one row per evaluation (``before``,
     ``stage 1`` ...), from ``_run/heldout.json`` entries ``{label, step, metrics}``, then per
     chain stage which wrong solutions its tests caught first and the new tests it added.
 
@@ -225,8 +225,8 @@ def heldout_table(results: Sequence[dict[str, Any]], source: str) -> str:
 
 
 def late_catch(metrics: dict[str, float]) -> float | None:
-    """Of the caught wrong solutions, the share first caught at chain stage 2 or later (None:
-    none caught).
+    """Of the caught wrong solutions, the share first caught at a chain stage after the first
+    (None: none caught).
 
     >>> late_catch({"wrong_caught": 0.5, "caught_s1": 0.25, "caught_s3": 0.25})
     0.5

@@ -256,7 +256,7 @@ def finish_run(ctx: RunContext) -> dict:
                                     "fails; first caught: samples its tests rejected first)"))
         share = new_share(report)
         if share is not None:
-            print(f"stages 2-5: {share:.0%} of their valid tests were new")
+            print(f"stages after the first: {share:.0%} of their valid tests were new")
     print("Training finished.\n"
           f"  run store   : {summary['run_store']}\n"
           f"  mlflow      : {summary['mlflow_tracking_uri']} (run {ctx.mlflow_run_id})\n"

@@ -250,9 +250,9 @@ def finish_run(ctx: RunContext) -> dict:
     if report is not None:  # the stages the discriminator tested (none: no table)
         report = [row for row in report if row["stage"] in cfg.chain.test_stages] or None
     if report is not None:
-        print(format_report(report, "what each chain stage's tests did (mean over the run's "
-                                    "steps; valid: new valid tests, repeated: copies of an "
-                                    "earlier valid one; bugs caught: valid tests the final code "
+        print(format_report(report, "what each chain stage's tests did, mean over the run's "
+                                    "steps\n(valid: new valid tests; repeated: copies of an "
+                                    "earlier valid one; bugs caught: valid tests\nthe final code "
                                     "fails; first caught: samples its tests rejected first)"))
         share = new_share(report)
         if share is not None:

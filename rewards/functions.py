@@ -6,7 +6,7 @@ it scores), so a YAML file picks rewards and weights (``rewards.generator: {pass
 without code changes (open-r1's pattern).
 :func:`compute_rewards` applies the weights and returns every component for the rewards table.
 
-Conventions shared by all rewards (``DESIGN.md``, *Rewards*):
+Conventions shared by all rewards:
 
 * A test is **valid** when the reference solution passes it. Invalid tests never count
   against the generator, and duplicates count once (``TestVerdict.duplicate``).
@@ -75,8 +75,7 @@ def generator_pass_rate(outcome: SampleOutcome, cfg: RewardConfig) -> float:
 
     No code, or every test timed out: 0. No test to judge by: ``cfg.neutral``.
     """
-    # All timeouts already score 0 here (a timeout is not a pass); the seed names it
-    # explicitly, so the test suite pins it too.
+    # All timeouts score 0 here (a timeout is not a pass); the test suite pins that case.
     return _judged(outcome, cfg, "generator_pass_rate", False, _share)
 
 
@@ -97,7 +96,7 @@ def bug_catch(outcome: SampleOutcome, cfg: RewardConfig) -> float:
 
 # --- generator rewards -------------------------------------------------------------------
 def pass_rate(outcome: SampleOutcome, cfg: RewardConfig) -> float:
-    """Generator: pass rate over valid tests (seed ``training/reward.py``), in [0, 1].
+    """Generator: pass rate over valid tests, in [0, 1].
 
     >>> cfg = RewardConfig()
     >>> pass_rate(SampleOutcome(True, (_v(passed=True), _v(passed=False),
@@ -160,7 +159,7 @@ def baseline_all_pass(outcome: SampleOutcome, cfg: RewardConfig) -> float:
 
 
 def shifted_pass_rate(outcome: SampleOutcome, cfg: RewardConfig) -> float:
-    """Generator: the seed README's ``pass_rate - 0.5``, in [-0.5, 0.5].
+    """Generator: ``pass_rate - 0.5``, in [-0.5, 0.5].
 
     The shift keeps a non-zero signal at 0% pass rate when rewards are used without a
     baseline (group advantages subtract the group mean anyway).
@@ -178,7 +177,7 @@ def shifted_pass_rate(outcome: SampleOutcome, cfg: RewardConfig) -> float:
 
 # --- discriminator rewards ---------------------------------------------------------------
 def adversarial_validity(outcome: SampleOutcome, cfg: RewardConfig) -> float:
-    """Discriminator: the seed's ``(1 - pass_rate_on_valid) * validity``, in [0, 1].
+    """Discriminator: ``(1 - pass_rate_on_valid) * validity``, in [0, 1].
 
     ``1 - pass_rate_on_valid`` is :func:`bug_catch` over the discriminator's valid tests.
 
@@ -195,12 +194,11 @@ def adversarial_validity(outcome: SampleOutcome, cfg: RewardConfig) -> float:
 
 
 def valid_invalid_bugcatch(outcome: SampleOutcome, cfg: RewardConfig) -> float:
-    """Discriminator: the seed README's ``0.4*valid - 0.6*invalid + 0.6*bug_catch``, clamped
-    to [-1, 1].
+    """Discriminator: ``0.4*valid - 0.6*invalid + 0.6*bug_catch``, clamped to [-1, 1].
 
     ``valid`` and ``invalid`` are shares of the discriminator's deduplicated tests, both over
     the same floored denominator as :func:`validity`; ``bug_catch`` is the share of its valid
-    tests the final code fails. No discriminator test scores 0. The clamp is the README's;
+    tests the final code fails. No discriminator test scores 0. The clamp is a bound only:
     since ``valid + invalid <= 1`` the raw value already lies in [-0.6, 1].
 
     >>> cfg = RewardConfig(validity_floor=1)
@@ -255,8 +253,9 @@ def progressive(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     test passes it; times the stage's validity (its valid tests over ``max(n,
     validity_floor)``). A test the earlier stages already wrote is a duplicate and counts
     nothing, and a new test that rejects only what was already rejected earns nothing either:
-    repeating an earlier stage is worth 0, finding what it missed is what pays. The seeds'
-    rewards (``adversarial_validity``, ``mutation_kill``) score every stage's tests alike.
+    repeating an earlier stage is worth 0, finding what it missed is what pays. The other
+    discriminator rewards (``adversarial_validity``, ``mutation_kill``) score every stage's
+    tests alike.
 
     >>> cfg = RewardConfig(validity_floor=1)
     >>> early = _v(kills=(True, False))                 # stage 1 already kills mutant 0

@@ -194,6 +194,6 @@ class SampleOutcome:
 
     @property
     def all_timeouts(self) -> bool:
-        """Every test that judges the generator timed out (the seed's 'timeout' case)."""
+        """Every test that judges the generator timed out."""
         tests = self.generator_tests
         return bool(tests) and all(t.candidate_status == TIMEOUT for t in tests)

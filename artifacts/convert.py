@@ -14,7 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from artifacts.schemas import PARTITION_FIELDS, TableSchema
+from artifacts.schemas import PARTITION_FIELDS, Gathered, TableSchema
 
 Data = pd.DataFrame | pa.Table | Sequence[Mapping[str, Any]]
 
@@ -123,9 +123,12 @@ def check_file_schema(schema: TableSchema, got: pa.Schema, where: str) -> dict[s
 
 
 def add_filled_columns(schema: TableSchema, table: pa.Table, fill: dict[str, Any]) -> pa.Table:
-    """``table`` (an older version's file) with each missing column of ``fill`` added."""
+    """``table`` (an older version's file) with each missing column of ``fill`` added: a
+    ``Gathered`` fill built from the file's own columns, any other value repeated."""
     for name, value in fill.items():
         if table.schema.get_field_index(name) < 0:
             fld = schema.arrow.field(name)
-            table = table.append_column(fld, pa.array([value] * table.num_rows, fld.type))
+            column = (value.array(table, fld.type) if isinstance(value, Gathered)
+                      else pa.array([value] * table.num_rows, fld.type))
+            table = table.append_column(fld, column)
     return table

@@ -14,8 +14,10 @@ To change a table: edit its fields, bump its ``version``. Files written with ano
 refused on read with a message naming the file and both versions, unless the table declares how
 to read them: ``upgrades={1: {"col": fill}}`` says version 2 only added ``col`` to version 1
 (types of the other columns unchanged), and a version-1 file reads with ``col`` set to ``fill``
-in every row. A chain of such entries reads any older version; a version with no entry is
-refused. Use it when a change only adds columns (so old runs still resume, replay and report).
+in every row. A fill may also be a ``Gathered``: the new column is built from columns of the
+older file, which the new version no longer has. A chain of such entries reads any older
+version; a version with no entry is refused. Use it when a change adds columns or gathers old
+ones into one (so old runs still resume, replay and report).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from artifacts.updatestats import stat_columns
-from configs.names import REWARD_NAMES, ROLES
+from configs.names import ROLES
 
 PARTITION_FIELDS = (pa.field("run_id", pa.string(), nullable=False),
                     pa.field("step", pa.int64(), nullable=False))
@@ -44,6 +46,30 @@ _KEYS = (_f("stage", _I32), _f("problem_id", _STR), _f("sample_idx", _I32))
 
 
 @dataclass(frozen=True)
+class Gathered:
+    """An upgrade's fill for a map column, built from older columns of the same file: each
+    row's map holds the non-null values of ``columns`` present in the file, keyed by column
+    name in sorted order, and is null where the boolean column ``null_where`` is true.
+
+    >>> old = pa.table({"b": [1.0, None, 2.0], "a": [0.5, None, None],
+    ...                 "masked": [False, True, False]})
+    >>> Gathered(("a", "b", "c"), "masked").array(old, pa.map_(_STR, _F64)).to_pylist()
+    [[('a', 0.5), ('b', 1.0)], None, [('b', 2.0)]]
+    """
+
+    columns: tuple[str, ...]
+    null_where: str
+
+    def array(self, table: pa.Table, type_: pa.DataType) -> pa.Array:
+        present = {c: table.column(c).to_pylist() for c in sorted(self.columns)
+                   if c in table.column_names}
+        nulls = table.column(self.null_where).to_pylist()
+        return pa.array([None if null else [(c, v[i]) for c, v in present.items()
+                                            if v[i] is not None]
+                         for i, null in enumerate(nulls)], type_)
+
+
+@dataclass(frozen=True)
 class TableSchema:
     """One table: stored fields (file schema), version, allowed values of enum-like columns."""
 
@@ -54,7 +80,8 @@ class TableSchema:
     allowed: dict[str, tuple[str, ...]] = field(default_factory=dict)
     upgrades: dict[int, dict[str, Any]] = field(default_factory=dict)
     """``{v: {column: fill}}``: version ``v + 1`` only added these columns to version ``v``;
-    files of version ``v`` read with each one filled with ``fill``."""
+    files of version ``v`` read with each one filled with ``fill`` (a value, or a ``Gathered``
+    built from the file's own columns)."""
 
     def columns_added_since(self, version: int) -> dict[str, Any] | None:
         """Columns (with their fill values) that a file of ``version`` lacks, ``{}`` for the
@@ -171,15 +198,22 @@ EXECUTIONS = TableSchema("executions", 3, (
     allowed={"target_kind": ("candidate", "reference", "mutant")},
     upgrades={1: {"limits": None}, 2: {"executor": None, "node": None}})
 
-REWARDS = TableSchema("rewards", 6, (
+REWARD_VALUES = pa.map_(_STR, _F64)
+"""The ``reward`` column's type: reward name -> raw value (``rewards.functions.REGISTRY``)."""
+
+_REWARD_COLUMNS = ("pass_rate", "shifted_pass_rate", "adversarial_validity",
+                   "valid_invalid_bugcatch", "mutation_kill", "baseline_pass_rate",
+                   "progressive", "all_pass", "baseline_all_pass")
+"""The one-column-per-reward layout that files before version 7 store, gathered on read."""
+
+REWARDS = TableSchema("rewards", 7, (
     *_KEYS,                                 # stage = training stage
-    # Null exactly when ``masked`` (v2): a masked sample has no reward at all.
+    # Null exactly when ``masked``: a masked sample has no reward at all.
     _f("generator_reward", _F64, True),
     _f("discriminator_reward", _F64, True),
-    # Raw value of every reward function, one column each in configs.names.REWARDS's order
-    # (baseline_pass_rate came in v3, progressive in v4, all_pass and baseline_all_pass in v6);
-    # null where the config did not use it. The totals above are their weighted sums.
-    *(_f(name, _F64, True) for name in REWARD_NAMES),
+    # The raw value of each reward the config weights, by name (keys sorted); the totals
+    # above are their weighted sums. A new reward is a new key, not a new column.
+    _f("reward", REWARD_VALUES, True),
     _f("validity", _F64, True),
     _f("bug_catch", _F64, True),
     _f("n_tests", _I32),
@@ -193,19 +227,20 @@ REWARDS = TableSchema("rewards", 6, (
     _f("n_mutants_killed", _I32),
     _f("generator_group_skipped", _BOOL),    # every scored sample of the problem scored the
     _f("discriminator_group_skipped", _BOOL),  # same (masked samples are not in the group)
-    # v2: an "infra" verdict (harness, not code) that some reward reads: the sample is not
-    # scored (rewards, shares and per-function columns null) and enters no update, either role
+    # An "infra" verdict (harness, not code) that some reward reads: the sample is not scored
+    # (rewards, shares and ``reward`` null) and enters no update, either role
     # (rewards.SampleOutcome.masked). n_infra_tests: how many of its tests have such a verdict.
     _f("masked", _BOOL),
     _f("n_infra_tests", _I32),
-    # v5: valid peer tests (rewards.peer_tests: written for the problem's other samples, they
+    # Valid peer tests (rewards.peer_tests: written for the problem's other samples, they
     # judge the generator only) and how many of them the code passed; 0 without peers
     _f("n_peer", _I32, True),
     _f("n_peer_passed", _I32, True),
 ), "One row per sample: both rewards and every component that went into them.",
-    upgrades={1: {"masked": False, "n_infra_tests": 0}, 2: {"baseline_pass_rate": None},
-              3: {"progressive": None}, 4: {"n_peer": None, "n_peer_passed": None},
-              5: {"all_pass": None, "baseline_all_pass": None}})
+    upgrades={1: {"masked": False, "n_infra_tests": 0}, 2: {}, 3: {},
+              4: {"n_peer": None, "n_peer_passed": None}, 5: {},
+              6: {"reward": Gathered(_REWARD_COLUMNS, null_where="masked")}})
+
 
 def _update_stats(since: int) -> tuple[pa.Field, ...]:
     """The updates table's statistics columns that its schema version ``since`` added: the

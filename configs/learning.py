@@ -10,10 +10,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from configs.errors import check as _check
-from configs.names import CODE_STAGE, DISCRIMINATOR_REWARDS, GENERATOR_REWARDS, ROLES, STAGES
+from configs.names import CODE_STAGE, ROLES, STAGES
 
 KL_REFERENCES = ("base", "start")
 """``ppo.kl_reference`` values: what the KL penalty measures against (``PPOConfig``)."""
+
+
+def registered_rewards() -> dict[str, str]:
+    """Every registered reward, name -> the role it scores (``rewards.functions.REGISTRY``).
+
+    Imported when a config is validated, not when ``configs`` is: ``rewards`` sits above
+    ``configs`` in the import graph (its functions take a ``RewardConfig``), and a reward
+    registered after ``configs`` loaded (a test's, a plugin's) still counts."""
+    from rewards.functions import REGISTRY
+
+    return {name: r.role for name, r in REGISTRY.items()}
 
 
 @dataclass(frozen=True)
@@ -60,15 +71,17 @@ class RewardConfig:
     which: a control that differs from a trained run only in whether the reward says anything
     about the sample (``benchmarks/learning.py``'s control arm). The rewards table records the
     permuted ``generator_reward`` and ``discriminator_reward`` (what PPO used) beside the
-    unpermuted reward functions' columns. Held-out evaluation never permutes."""
+    unpermuted raw values of the reward functions (``reward``). Held-out evaluation never
+    permutes."""
 
     def __post_init__(self) -> None:
-        for name, weight in self.generator.items():
-            _check(name in GENERATOR_REWARDS, f"rewards.generator.{name}", weight,
-                   f"unknown reward; choose from {', '.join(GENERATOR_REWARDS)}")
-        for name, weight in self.discriminator.items():
-            _check(name in DISCRIMINATOR_REWARDS, f"rewards.discriminator.{name}", weight,
-                   f"unknown reward; choose from {', '.join(DISCRIMINATOR_REWARDS)}")
+        roles = registered_rewards()
+        for role in ROLES:
+            names = [name for name, of in roles.items() if of == role]
+            for name, weight in getattr(self, role).items():
+                why = f"a {roles[name]} reward" if name in roles else "unknown reward"
+                _check(name in names, f"rewards.{role}.{name}", weight,
+                       f"{why}; choose from {', '.join(names)}")
         _check(bool(self.generator), "rewards.generator", self.generator, "needs one reward")
         _check(bool(self.discriminator), "rewards.discriminator", self.discriminator,
                "needs one reward")

@@ -19,7 +19,6 @@ from configs.learning import (
     ScheduleConfig,
     WarmStartConfig,
 )
-from configs.names import DISCRIMINATOR_REWARDS, GENERATOR_REWARDS
 from configs.sections import (
     ArtifactsConfig,
     LoraConfig,
@@ -30,8 +29,7 @@ from configs.sections import (
 )
 
 __all__ = [
-    "DISCRIMINATOR_REWARDS", "GENERATOR_REWARDS", "ArtifactsConfig", "ChainConfig",
-    "LoraConfig", "ModelConfig",
+    "ArtifactsConfig", "ChainConfig", "LoraConfig", "ModelConfig",
     "PPOConfig", "ProblemsConfig", "RewardConfig", "SamplingConfig", "SandboxConfig",
     "ScheduleConfig", "TrackingConfig", "TrainConfig", "WarmStartConfig", "check_learnable",
     "learnability",

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from configs.names import CODE_STAGE
-from configs.schema import DISCRIMINATOR_REWARDS, GENERATOR_REWARDS, RewardConfig
+from configs.schema import RewardConfig
 from pipeline.chains import SampleKey, peer_tests
 from rewards import (
     INFRA,
@@ -95,7 +95,8 @@ def _known(status: str | None, passed_means: bool) -> bool | None:
 
 def reward_rows(outcomes: dict[SampleKey, SampleOutcome], cfg: RewardConfig,
                 training_stage: int) -> list[dict[str, Any]]:
-    """One rewards row per sample, with every component, the no-signal flags and the mask.
+    """One rewards row per sample, with every component, the no-signal flags and the mask;
+    ``reward`` maps each reward the config weights to its raw value, names sorted.
 
     Masked samples get null rewards and stay out of their problem's group: the no-signal flags
     are computed over the scored samples only, and a masked sample carries its group's flag
@@ -110,9 +111,7 @@ def reward_rows(outcomes: dict[SampleKey, SampleOutcome], cfg: RewardConfig,
     gen_live = {g for g, ok in zip(live_groups, gen_signal.mask, strict=True) if ok}
     disc_live = {g for g, ok in zip(live_groups, disc_signal.mask, strict=True) if ok}
 
-    def used(c: dict[str, float], name: str, weights: dict[str, float]) -> float | None:
-        return c[f"reward/{name}"] if name in weights else None  # null: not configured
-
+    weighted = sorted({*cfg.generator, *cfg.discriminator})
     rows = []
     for key in keys:
         c, o = scored[key].components, outcomes[key]
@@ -124,9 +123,9 @@ def reward_rows(outcomes: dict[SampleKey, SampleOutcome], cfg: RewardConfig,
             "stage": training_stage, "problem_id": key[0], "sample_idx": key[1],
             "generator_reward": scored[key].generator,
             "discriminator_reward": scored[key].discriminator,
-            # every reward function's raw value, null where the config does not use it
-            **{name: used(c, name, cfg.generator) for name in GENERATOR_REWARDS},
-            **{name: used(c, name, cfg.discriminator) for name in DISCRIMINATOR_REWARDS},
+            # the raw value of each reward the config weights, by name (none when masked)
+            "reward": None if scored[key].masked else {
+                name: c[f"reward/{name}"] for name in weighted},
             "validity": c["validity"], "bug_catch": c["bug_catch"],
             "n_tests": int(c["n_tests"]), "n_valid": int(c["n_valid"]),
             "n_invalid": int(c["n_invalid"]), "n_duplicates": int(c["n_duplicates"]),

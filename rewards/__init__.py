@@ -1,6 +1,8 @@
-"""Rewards from execution only: outcome types, reward registries and reference mutants.
+"""Rewards from execution only: outcome types, the reward registry and reference mutants.
 
-    from rewards import SampleOutcome, TestVerdict, compute_rewards, group_signal
+    from rewards import SampleOutcome, TestVerdict, compute_rewards, group_signal, reward
+    @reward("generator")                                # a new reward: one function
+    def compiles(outcome, cfg): return float(outcome.code_ok)
     breakdown = compute_rewards(outcome, cfg.rewards)   # weighted totals + flat components
     signal = group_signal(rewards, problem_ids)         # groups without spread are skipped
     outcome.masked                                      # an infra verdict: never scored
@@ -9,8 +11,8 @@
 """
 
 from rewards.functions import (
-    DISCRIMINATOR_REWARDS,
-    GENERATOR_REWARDS,
+    REGISTRY,
+    Reward,
     RewardBreakdown,
     RewardFn,
     adversarial_validity,
@@ -20,6 +22,8 @@ from rewards.functions import (
     mutation_kill,
     pass_rate,
     progressive,
+    registered,
+    reward,
     shifted_pass_rate,
     valid_invalid_bugcatch,
     validity,
@@ -29,9 +33,9 @@ from rewards.mutants import KINDS, Mutant, make_mutants
 from rewards.outcome import INFRA, SampleOutcome, TestVerdict, normalise_test
 
 __all__ = [
-    "DISCRIMINATOR_REWARDS", "GENERATOR_REWARDS", "INFRA", "KINDS", "GroupSignal", "Mutant",
-    "RewardBreakdown", "RewardFn", "SampleOutcome", "TestVerdict", "adversarial_validity",
-    "bug_catch", "compute_rewards", "generator_pass_rate", "group_signal", "make_mutants",
-    "mutation_kill", "normalise_test", "pass_rate", "progressive", "shifted_pass_rate",
+    "INFRA", "KINDS", "REGISTRY", "GroupSignal", "Mutant", "Reward", "RewardBreakdown",
+    "RewardFn", "SampleOutcome", "TestVerdict", "adversarial_validity", "bug_catch",
+    "compute_rewards", "generator_pass_rate", "group_signal", "make_mutants", "mutation_kill",
+    "normalise_test", "pass_rate", "progressive", "registered", "reward", "shifted_pass_rate",
     "valid_invalid_bugcatch", "validity",
 ]

@@ -1,9 +1,9 @@
 """Reward functions: plain functions over one sample's execution results, chosen by name.
 
-Every function has the signature ``fn(outcome: SampleOutcome, cfg: RewardConfig) -> float``
-and is registered under its own name, which ``configs.names.REWARDS`` declares (with the role
-it scores), so a YAML file picks rewards and weights (``rewards.generator: {pass_rate: 1.0}``)
-without code changes (open-r1's pattern).
+A reward is one function ``fn(outcome: SampleOutcome, cfg: RewardConfig) -> float`` decorated
+with ``@reward(role)``: the decorator registers it under its own name (``REGISTRY``), a config
+picks it with a weight (``rewards.generator: {pass_rate: 1.0}``) and the rewards table stores
+its raw value under that name (the ``reward`` map column), so adding one touches nothing else.
 :func:`compute_rewards` applies the weights and returns every component for the rewards table.
 
 Conventions shared by all rewards:
@@ -24,11 +24,63 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from configs import names
+from configs.names import ROLES
 from configs.schema import RewardConfig
 from rewards.outcome import INFRA, SampleOutcome, TestVerdict
 
 RewardFn = Callable[[SampleOutcome, RewardConfig], float]
+
+
+@dataclass(frozen=True)
+class Reward:
+    """A registered reward: the role it scores and the function that computes it."""
+
+    role: str
+    fn: RewardFn
+
+
+REGISTRY: dict[str, Reward] = {}
+"""Every reward by name, in the order registered: what a config's ``rewards.generator`` and
+``rewards.discriminator`` may name (``configs.learning.RewardConfig`` checks against it)."""
+
+
+def reward(role: str) -> Callable[[RewardFn], RewardFn]:
+    """Register the decorated function as a reward of ``role`` under its own name.
+
+    A name already registered to another function is refused, so two rewards cannot share a
+    name in configs and in the rewards table; registering the same function again (a module
+    reloaded) replaces it.
+
+    >>> @reward("critic")
+    ... def anything(outcome, cfg): return 0.0
+    Traceback (most recent call last):
+    ValueError: reward 'anything': role 'critic' is not one of generator, discriminator
+    """
+    def register(fn: RewardFn) -> RewardFn:
+        name = fn.__name__
+        if role not in ROLES:
+            raise ValueError(f"reward {name!r}: role {role!r} is not one of {', '.join(ROLES)}")
+        old = REGISTRY.get(name)
+        if old is not None and _origin(old.fn) != _origin(fn):
+            raise ValueError(f"reward {name!r} ({_origin(fn)}) is already registered by "
+                             f"{_origin(old.fn)}")
+        REGISTRY[name] = Reward(role, fn)
+        return fn
+
+    return register
+
+
+def _origin(fn: Callable[..., object]) -> str:
+    return f"{fn.__module__}.{fn.__qualname__}"
+
+
+def registered(role: str) -> dict[str, RewardFn]:
+    """The rewards of ``role``, name -> function, in the order registered.
+
+    >>> list(registered("discriminator"))
+    ['adversarial_validity', 'valid_invalid_bugcatch', 'mutation_kill', 'progressive']
+    """
+    return {name: r.fn for name, r in REGISTRY.items() if r.role == role}
 
 
 def _v(origin: str = "discriminator", valid: bool = True, passed: bool = True,
@@ -95,6 +147,7 @@ def bug_catch(outcome: SampleOutcome, cfg: RewardConfig) -> float:
 
 
 # --- generator rewards -------------------------------------------------------------------
+@reward("generator")
 def pass_rate(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     """Generator: pass rate over valid tests, in [0, 1].
 
@@ -112,6 +165,7 @@ def pass_rate(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     return generator_pass_rate(outcome, cfg)
 
 
+@reward("generator")
 def baseline_pass_rate(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     """Generator: pass rate over the problem's own (baseline) tests only, the discriminator's
     ignored: the non-adversarial control of ``benchmarks/learning.py``'s ablation.
@@ -125,6 +179,7 @@ def baseline_pass_rate(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     return _judged(outcome, cfg, "baseline_pass_rate", True, _share)
 
 
+@reward("generator")
 def all_pass(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     """Generator: 1 when the final code passes every valid, deduplicated test (baseline and
     discriminator), else 0: the suite's verdict, as held-out pass@1 judges a solution.
@@ -145,6 +200,7 @@ def all_pass(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     return _judged(outcome, cfg, "all_pass", False, _every)
 
 
+@reward("generator")
 def baseline_all_pass(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     """Generator: :func:`all_pass` over the problem's own (baseline) tests only, the
     discriminator's ignored: the ablation's control when the generator is paid by ``all_pass``.
@@ -158,6 +214,7 @@ def baseline_all_pass(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     return _judged(outcome, cfg, "baseline_all_pass", True, _every)
 
 
+@reward("generator")
 def shifted_pass_rate(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     """Generator: ``pass_rate - 0.5``, in [-0.5, 0.5].
 
@@ -176,6 +233,7 @@ def shifted_pass_rate(outcome: SampleOutcome, cfg: RewardConfig) -> float:
 
 
 # --- discriminator rewards ---------------------------------------------------------------
+@reward("discriminator")
 def adversarial_validity(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     """Discriminator: ``(1 - pass_rate_on_valid) * validity``, in [0, 1].
 
@@ -193,6 +251,7 @@ def adversarial_validity(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     return bug_catch(outcome, cfg) * validity(outcome, cfg)
 
 
+@reward("discriminator")
 def valid_invalid_bugcatch(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     """Discriminator: ``0.4*valid - 0.6*invalid + 0.6*bug_catch``, clamped to [-1, 1].
 
@@ -221,6 +280,7 @@ def valid_invalid_bugcatch(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     return min(1.0, max(-1.0, raw))
 
 
+@reward("discriminator")
 def mutation_kill(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     """Discriminator: share of reference mutants killed by at least one valid discriminator
     test, in [0, 1]; 0 when there are no mutants.
@@ -243,6 +303,7 @@ def mutation_kill(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     return sum(killed) / outcome.n_mutants
 
 
+@reward("discriminator")
 def progressive(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     """Discriminator: what the training stage's valid tests add to the suite of the stages
     before it (baseline tests included), in [0, 1].
@@ -284,23 +345,6 @@ def progressive(outcome: SampleOutcome, cfg: RewardConfig) -> float:
     return added * len(valid) / max(len(mine), cfg.validity_floor)
 
 
-def _registry(declared: tuple[str, ...], *functions: RewardFn) -> dict[str, RewardFn]:
-    """``functions`` by their own names, in the order ``configs.names`` declares the names; a
-    declared name without a function (or a function under no declared name) fails at import."""
-    by_name = {fn.__name__: fn for fn in functions}
-    if set(by_name) != set(declared):
-        raise ImportError(f"reward functions {sorted(by_name)} do not match the names "
-                          f"configs.names declares: {sorted(declared)}")
-    return {name: by_name[name] for name in declared}
-
-
-GENERATOR_REWARDS = _registry(names.GENERATOR_REWARDS,
-                              pass_rate, shifted_pass_rate, baseline_pass_rate, all_pass,
-                              baseline_all_pass)
-DISCRIMINATOR_REWARDS = _registry(names.DISCRIMINATOR_REWARDS, adversarial_validity,
-                                  valid_invalid_bugcatch, mutation_kill, progressive)
-
-
 @dataclass(frozen=True)
 class RewardBreakdown:
     """Weighted totals for both roles and every component, flat, for the rewards table.
@@ -321,8 +365,8 @@ def compute_rewards(outcome: SampleOutcome, cfg: RewardConfig) -> RewardBreakdow
     """Weighted generator and discriminator rewards of one sample, plus every component.
 
     ``components`` always has the same keys whatever the config selects (counts, shares and
-    the raw value of every registered reward as ``reward/<name>``), so table columns and
-    metric names do not change between runs.
+    the raw value of every registered reward as ``reward/<name>``); the rewards table keeps
+    the configured rewards' raw values (``pipeline.scoring.reward_rows``).
 
     >>> cfg = RewardConfig(generator={"pass_rate": 1.0},
     ...                    discriminator={"adversarial_validity": 1.0, "mutation_kill": 0.5})
@@ -363,13 +407,11 @@ def compute_rewards(outcome: SampleOutcome, cfg: RewardConfig) -> RewardBreakdow
         "n_mutants": float(outcome.n_mutants),
     }
     if masked:
-        registered = [*GENERATOR_REWARDS, *DISCRIMINATOR_REWARDS]
         components |= dict.fromkeys(("pass_rate", "validity", "bug_catch", "mutation_kill"))
-        components |= {f"reward/{name}": None for name in registered}
+        components |= {f"reward/{name}": None for name in REGISTRY}
         components |= {"generator_reward": None, "discriminator_reward": None}
         return RewardBreakdown(generator=None, discriminator=None, components=components)
-    raw = {name: fn(outcome, cfg) for name, fn in GENERATOR_REWARDS.items()}
-    raw |= {name: fn(outcome, cfg) for name, fn in DISCRIMINATOR_REWARDS.items()}
+    raw = {name: r.fn(outcome, cfg) for name, r in REGISTRY.items()}
     components |= {
         "pass_rate": generator_pass_rate(outcome, cfg),
         "validity": validity(outcome, cfg),

@@ -38,6 +38,8 @@ def sample_rows(table: str, n: int, seed: int = 0) -> list[dict]:
                 value = [2**31 - 1, -(2**31)] + [int(x) for x in rng.integers(0, 9, k)]
             elif pa.types.is_list(f.type):
                 value = [float(x) for x in -rng.random(k + 2)]
+            elif pa.types.is_map(f.type):  # pandas reads a map back as (key, value) pairs
+                value = [(f"key {j} é✓", float(x)) for j, x in enumerate(rng.random(k))]
             elif pa.types.is_string(f.type):
                 value = f"{f.name} {i} é✓\n\"'"
             elif pa.types.is_boolean(f.type):

@@ -22,9 +22,8 @@ from pipeline.scoring import outcomes_from_rows, reward_rows
 from pipeline.update import build_batch
 from problems import load_problems
 from rewards import (
-    DISCRIMINATOR_REWARDS,
-    GENERATOR_REWARDS,
     INFRA,
+    REGISTRY,
     Mutant,
     SampleOutcome,
     TestVerdict,
@@ -68,8 +67,7 @@ def test_infra_on_the_candidate_masks_the_sample_and_never_scores_it(add):
     masked = by[2]
     assert masked["masked"] and masked["n_infra_tests"] == 1
     # Not a pass (1) and not a fail (0): no reward value at all, for either role.
-    for col in ("generator_reward", "discriminator_reward", "pass_rate", "adversarial_validity",
-                "mutation_kill", "validity", "bug_catch"):
+    for col in ("generator_reward", "discriminator_reward", "reward", "validity", "bug_catch"):
         assert masked[col] is None, col
     assert masked["n_invalid"] == 1 and masked["n_valid"] == 1  # known verdicts still counted
     assert (by[0]["generator_reward"], by[1]["generator_reward"]) == (1.0, 0.0)
@@ -129,9 +127,9 @@ def test_reward_functions_refuse_a_masked_outcome():
     infra = TestVerdict("t", "discriminator", 1, False, True, INFRA)
     out = SampleOutcome(True, (infra,), n_mutants=0)
     assert out.masked and out.infra_tests == (infra,)
-    for fn in (*GENERATOR_REWARDS.values(), *DISCRIMINATOR_REWARDS.values()):
+    for r in REGISTRY.values():
         with pytest.raises(ValueError, match="masked"):
-            fn(out, CFG)
+            r.fn(out, CFG)
     r = compute_rewards(out, CFG)
     assert r.masked and r.generator is None and r.discriminator is None
     assert all(v is None for k, v in r.components.items() if k.startswith("reward/"))
@@ -175,10 +173,10 @@ def test_limits_land_in_the_executions_rows_and_the_store(add, tmp_path):
 @pytest.mark.parametrize("table,version,fill", [
     ("executions", 1, {"limits": None, "executor": None, "node": None}),
     ("rewards", 1, {"masked": False, "n_infra_tests": 0}),
-    ("rewards", 5, {"all_pass": None, "baseline_all_pass": None})])
+    ("rewards", 4, {"n_peer": None, "n_peer_passed": None})])
 def test_parts_of_the_previous_schema_version_still_read(add, tmp_path, table, version, fill):
-    """A run recorded before v2 (no limits, no mask), or before the all-pass rewards (v6),
-    still resumes, replays and reports."""
+    """A run recorded before v2 (no limits, no mask), or before peer tests (v5), still
+    resumes, replays and reports."""
     rows, _, rewards = _run(add, [suite(add, 0, RIGHT, [GOOD])], {})
     store = RunStore(str(tmp_path), run_id="r")
     ptr = store.write(table, 1, "all", rows if table == "executions" else rewards)

@@ -94,7 +94,7 @@ def test_execution_plan_deduplicates_shared_work(add) -> None:
     baseline = [t for t in outcomes[("add", 0)].tests if t.origin == "baseline"]
     assert baseline and all(len(t.mutants_killed) == 1 for t in baseline)  # ... no credit
     assert not any(r["generator_group_skipped"] for r in rewards)  # rewards differ: signal
-    assert rewards[0]["valid_invalid_bugcatch"] is None  # not configured: null, not 0
+    assert list(rewards[0]["reward"]) == ["adversarial_validity", "pass_rate"]  # configured only
 
 
 def test_equal_jobs_of_a_step_run_once_and_record_what_running_each_would(add) -> None:
@@ -187,10 +187,11 @@ def test_peer_tests_judge_the_generator_only(add) -> None:
 
     alone, _ = score(False)
     pooled, rows = score(True)
-    assert [r["pass_rate"] for r in alone] == [1.0, 1.0]  # sample 1's own tests miss its bug
+    pass_rate = [[r["reward"]["pass_rate"] for r in run] for run in (alone, pooled)]
+    assert pass_rate[0] == [1.0, 1.0]                           # sample 1's own tests miss its bug
     n_base = len(add.baseline_tests)
-    assert pooled[1]["pass_rate"] == (n_base + 1) / (n_base + 2)   # the peer's valid test fails
-    assert [r["pass_rate"] for r in pooled][0] == 1.0               # and one invalid never counts
+    assert pass_rate[1][1] == (n_base + 1) / (n_base + 2)       # the peer's valid test fails
+    assert pass_rate[1][0] == 1.0                               # and one invalid never counts
     assert [(r["n_peer"], r["n_peer_passed"]) for r in pooled] == [(1, 1), (1, 0)]
     assert not pooled[1]["generator_group_skipped"] and alone[1]["generator_group_skipped"]
     for column in ("discriminator_reward", "validity", "n_valid", "n_mutants_killed"):

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from configs import schema
+from configs import ConfigError, load_config
+from configs.names import ROLES
 from configs.schema import RewardConfig
 from rewards import (
-    DISCRIMINATOR_REWARDS,
-    GENERATOR_REWARDS,
+    REGISTRY,
     SampleOutcome,
     TestVerdict,
     compute_rewards,
     group_signal,
     normalise_test,
+    registered,
+    reward,
 )
+
+GENERATOR_REWARDS, DISCRIMINATOR_REWARDS = registered("generator"), registered("discriminator")
 
 
 def verdict(origin="discriminator", valid=True, status="passed", kills=(), duplicate=False,
@@ -28,23 +32,35 @@ def verdict(origin="discriminator", valid=True, status="passed", kills=(), dupli
 CFG = RewardConfig()
 
 
-def test_registries_match_the_config_schema():
-    assert tuple(GENERATOR_REWARDS) == schema.GENERATOR_REWARDS
-    assert tuple(DISCRIMINATOR_REWARDS) == schema.DISCRIMINATOR_REWARDS
+def test_every_reward_is_registered_under_its_own_name_for_one_role():
+    assert set(GENERATOR_REWARDS) == {"pass_rate", "shifted_pass_rate", "baseline_pass_rate",
+                                      "all_pass", "baseline_all_pass"}
+    assert set(DISCRIMINATOR_REWARDS) == {"adversarial_validity", "valid_invalid_bugcatch",
+                                          "mutation_kill", "progressive"}
+    assert all(r.fn.__name__ == name and r.role in ROLES for name, r in REGISTRY.items())
 
 
-def test_reward_names_are_declared_once_and_every_layer_derives_them():
-    from artifacts.schemas import REWARDS as REWARDS_TABLE
-    from configs.names import REWARD_NAMES
-    from rewards.functions import _registry, pass_rate
+def test_a_taken_name_or_an_unknown_role_is_refused_at_registration():
+    def pass_rate(outcome, cfg):  # another function under a registered name
+        return 1.0
 
-    assert set(GENERATOR_REWARDS) | set(DISCRIMINATOR_REWARDS) == set(REWARD_NAMES)
-    assert all(fn.__name__ == name for name, fn in
-               {**GENERATOR_REWARDS, **DISCRIMINATOR_REWARDS}.items())
-    names = REWARDS_TABLE.names
-    assert names[names.index("pass_rate"):][:len(REWARD_NAMES)] == list(REWARD_NAMES)
-    with pytest.raises(ImportError, match="do not match"):
-        _registry(("pass_rate", "new_reward"), pass_rate)
+    with pytest.raises(ValueError, match=r"'pass_rate' \(.*\) is already registered by "
+                                         r"rewards\.functions\.pass_rate"):
+        reward("generator")(pass_rate)
+    with pytest.raises(ValueError, match="role 'critic' is not one of generator, discriminator"):
+        reward("critic")(pass_rate)
+    assert REGISTRY["pass_rate"].fn is GENERATOR_REWARDS["pass_rate"]
+
+
+def test_a_config_names_registered_rewards_of_its_role_only():
+    assert load_config(None, ["rewards.generator={pass_rate: 1.0}"]).rewards.generator == {
+        "pass_rate": 1.0}
+    with pytest.raises(ConfigError, match=r"rewards\.generator\.nope=1\.0: unknown reward; "
+                                          r"choose from pass_rate, .*baseline_all_pass"):
+        load_config(None, ["rewards.generator={nope: 1.0}"])
+    with pytest.raises(ConfigError, match=r"rewards\.discriminator\.all_pass=1\.0: a generator "
+                                          r"reward; choose from adversarial_validity"):
+        load_config(None, ["rewards.discriminator={all_pass: 1.0}"])
 
 
 def test_generator_counts_valid_baseline_and_discriminator_tests_once():

@@ -1,4 +1,4 @@
-"""The names every layer shares: the five chain stages and the two roles.
+"""The names every layer shares: the chain's stages and the two roles.
 
 Defined once, at the bottom of the import graph (``configs`` imports nothing else of the
 project but ``sandbox.result``, whose ``Limits`` hold the sandbox's defaults; ``sandbox``

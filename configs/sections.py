@@ -19,8 +19,8 @@ from pathlib import Path
 from configs.environment import ROOT  # the project's own model folders live under it
 from configs.errors import ConfigError
 from configs.errors import check as _check
+from configs.limits import EXECUTORS, ISOLATIONS, Limits, Placement
 from configs.names import STAGES
-from sandbox.result import EXECUTORS, ISOLATIONS, Limits, Placement
 
 MIN_CONTEXT_TOKENS = 64
 """The smallest prompt budget (``model.max_context_tokens``) a model is given."""
@@ -40,7 +40,7 @@ MODEL_BUILDERS = {SMOLLM2_MODEL: "make smollm2",
 """Local model folders the project builds itself (under ``ROOT``), and the command that builds
 each (named when one is missing)."""
 
-_LIMITS, _PLACEMENT = Limits(), Placement()  # the sandbox's defaults live there, not here
+_LIMITS, _PLACEMENT = Limits(), Placement()  # the sandbox's defaults are declared there, once
 
 
 @dataclass(frozen=True)
@@ -302,11 +302,11 @@ class SamplingConfig:
 class SandboxConfig:
     """Limits for running untrusted generated code (see ``sandbox`` for what they protect), and
     where it runs. The run's code passes them on typed: :meth:`limits` and :meth:`placement`;
-    the defaults are ``sandbox.Limits``'s and ``sandbox.Placement``'s."""
+    the defaults are ``Limits``'s and ``Placement``'s (``configs.limits``)."""
 
     timeout_s: float = _LIMITS.timeout_s
     """CPU seconds per step of a test (the candidate's import, a module's collection, its run),
-    and as many seconds of sleeping or blocking (``sandbox.Limits.timeout_s``)."""
+    and as many seconds of sleeping or blocking (``Limits.timeout_s``)."""
     memory_mb: int = _LIMITS.memory_mb
     """Address-space limit of each jailed process."""
     workers: int | None = _PLACEMENT.workers

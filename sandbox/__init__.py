@@ -16,9 +16,9 @@ is protected and the deliberate deviations from pytest.
 
 Host side: ``api`` (entry points), ``runners`` (a batch's runner, local or Ray), ``judge``
 (the job's message; verdicts from the reply), ``pool`` (warm workers; re-runs alone; who is
-charged), ``jail`` (bubblewrap), ``result`` (records, ``Limits`` and ``Placement``: the
-defaults, in one place), ``fanout`` (Ray). Jail side (stdlib-only until pytest is imported):
-``jailside``.
+charged), ``jail`` (bubblewrap), ``result`` (records; ``Limits`` and ``Placement``, the
+defaults, declared in ``configs.limits``), ``fanout`` (Ray). Jail side (stdlib-only until
+pytest is imported): ``jailside``.
 """
 
 from sandbox.api import RunJobs, Sandbox, close_all, execute, execute_many, validate_tests

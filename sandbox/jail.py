@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sandbox.jailside.layout import test_path
-from sandbox.owned import owned_tempdir
+from tempdirs import owned_tempdir
 
 log = logging.getLogger("sandbox")
 JUDGE_PACKAGES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "py")

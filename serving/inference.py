@@ -35,8 +35,8 @@ from configs.schema import LoraConfig, TrainConfig
 from models.policy import Policies
 from models.stages import get_stage
 from pipeline.solver import ChainSolver, InferenceResult
-from sandbox.owned import owned_tempdir
 from serving.sources import ModelSource, resolve_source, sibling
+from tempdirs import owned_tempdir
 
 __all__ = ["InferenceEngine", "InferenceResult", "format_result"]
 

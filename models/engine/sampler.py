@@ -47,7 +47,7 @@ from models.generation import Generation, GenerationBatch, stop_length, stop_tok
 from models.merged import merged_weights
 from models.policy import Policies
 from models.prompts import Prompt
-from sandbox.owned import owned_tempdir, remove_orphans
+from tempdirs import owned_tempdir, remove_orphans
 
 SEED_MODULUS = 2 ** 63
 

@@ -29,8 +29,8 @@ from tasks.runtime import RunContext
 CACHE_ROOT = Path(".cache") / "warmstart"
 REPO = Path(__file__).resolve().parent.parent
 # The code whose change changes what the warm start fits (prompts, stage texts, log-probs).
-CODE = ("pipeline/warmstart.py", "models/prompts.py", "models/stages.py", "models/logprobs.py",
-        "models/policy.py", "problems/family.py", "problems/guards.py")
+CODE = ("pipeline/warmstart.py", "configs/names.py", "models/prompts.py", "models/stages.py",
+        "models/logprobs.py", "models/policy.py", "problems/family.py", "problems/guards.py")
 
 
 def warm_problems(ctx: RunContext) -> list:

@@ -134,7 +134,8 @@ LONGEST_FIRST = ("test_readme_commands.py", "test_stack.py", "test_vllm_engine.p
                  "test_determinism.py", "test_vllm_flow.py", "test_train_flow.py",
                  "test_run_lifecycle.py", "test_deployments.py", "test_problems_messy.py",
                  "test_sandbox_fanout.py", "test_manifest_integrity.py",
-                 "test_sandbox_validate.py", "test_resume_integrity.py", "test_differential.py")
+                 "test_sandbox_validate.py", "test_resume_integrity.py", "test_differential.py",
+                 "test_stage_count.py")
 
 
 def _longest_first(item: pytest.Item) -> int:

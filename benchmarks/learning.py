@@ -124,6 +124,7 @@ from benchmarks.learning_report import (  # noqa: E402
     oracle_lines,
     table,
 )
+from configs.names import STAGES  # noqa: E402
 from models.tiny import build_tiny_model  # noqa: E402
 
 CONFIG = REPO / "configs" / "tiny.yaml"
@@ -314,7 +315,7 @@ def main() -> int:
                         help="sampling seeds (every arm of a seed shares it)")
     parser.add_argument("--family", default="guards", choices=("guards", "piecewise"),
                         help="problem family (problems/family.py)")
-    parser.add_argument("--stages", type=int, nargs="+", default=[1, 2, 3, 4, 5],
+    parser.add_argument("--stages", type=int, nargs="+", default=list(STAGES),
                         help="chain stages trained, in order")
     parser.add_argument("--lr", type=float, default=0.0001,
                         help="the generator's PPO learning rate (trained arms)")

@@ -33,7 +33,7 @@ class RewardConfig:
 
     generator: dict[str, float] = field(default_factory=lambda: {"all_pass": 1.0})
     """Weighted sum of generator rewards: ``all_pass`` (the default: 1 only when the code passes
-    every valid test, baseline and discriminator, the verdict held-out pass@1 gives), the seed's
+    every valid test, baseline and discriminator, the verdict held-out pass@1 gives),
     ``pass_rate`` (share of the valid tests passed) or ``shifted_pass_rate`` (``pass_rate -
     0.5``); ``baseline_all_pass`` and ``baseline_pass_rate`` count the problem's own tests alone
     (the ablation of ``benchmarks/learning.py``). Why ``all_pass``: under group-relative
@@ -44,10 +44,10 @@ class RewardConfig:
     discriminator: dict[str, float] = field(default_factory=lambda: {"progressive": 1.0})
     """Weighted sum of discriminator rewards: ``progressive`` (the default: what the training
     stage's valid tests add to the suite of the stages before it, so repeating an earlier
-    stage earns nothing), or the seeds' ``adversarial_validity`` (``(1 - pass_rate) *
-    validity``), ``valid_invalid_bugcatch`` (seed README) and ``mutation_kill`` (share of
-    reference mutants the valid tests kill), which score every stage's tests alike:
-    ``{adversarial_validity: 1.0, mutation_kill: 0.5}`` is the seeds' choice."""
+    stage earns nothing), or ``adversarial_validity`` (``(1 - pass_rate) * validity``),
+    ``valid_invalid_bugcatch`` (valid tests and caught bugs against invalid tests) and
+    ``mutation_kill`` (share of reference mutants the valid tests kill), which score every
+    stage's tests alike, e.g. ``{adversarial_validity: 1.0, mutation_kill: 0.5}``."""
     neutral: float = 0.5
     """Generator reward when there is no test to judge the code by."""
     validity_floor: int = 3
@@ -96,7 +96,7 @@ class PPOConfig:
     """Proximal policy optimisation of the LoRA adapters."""
 
     learning_rate: float = 1e-5
-    """AdamW learning rate (the seed's default); 0 makes a control run."""
+    """AdamW learning rate; 0 makes a control run."""
     discriminator_learning_rate: float | None = None
     """The discriminator's own learning rate; null means ``learning_rate``. The roles' rewards
     differ in scale and sparsity (pass rates vs validity and mutants killed), and one step size
@@ -106,7 +106,7 @@ class PPOConfig:
     kl_coef: float = 0.05
     """Weight of the k3 KL penalty to the reference policy (``kl_reference``)."""
     kl_reference: str = "base"
-    """What the KL penalty and the logged ``kl_ref`` measure against. ``base`` (the seeds'):
+    """What the KL penalty and the logged ``kl_ref`` measure against. ``base``:
     the base model with every adapter disabled; no weights are kept. ``start``: each role's
     adapter as the run's training began (after the warm start or ``--init-from``), saved once
     beside the run's resume states (``reference/``) so a resumed run and a replay use the same

@@ -71,7 +71,7 @@ class ModelConfig:
     """Passed to ``from_pretrained`` for hub models with custom code."""
     cpu_threads: int | None = None
     """``torch.set_num_threads`` for the run; ``None`` keeps torch's default. Tiny models on a
-    small shared CPU run ~10x faster with 1 (thread hand-offs cost more than the maths)."""
+    small shared CPU run much faster with 1: thread hand-offs cost more than the maths."""
 
     def __post_init__(self) -> None:
         _check(bool(self.generator), "model.generator", self.generator, "must name a model")
@@ -224,7 +224,7 @@ class SamplingConfig:
     """How both roles sample text."""
 
     max_new_tokens: int = 512
-    """Tokens generated per stage output (the seed's default)."""
+    """Tokens generated per stage output."""
     temperature: float = 0.7
     """Softmax temperature; must be > 0 (PPO needs a stochastic policy)."""
     top_p: float = 1.0
@@ -250,16 +250,17 @@ class SamplingConfig:
     """What samples rollouts: ``hf`` (transformers ``generate`` with the peft adapters, in the
     trainer) or ``vllm`` (one vLLM engine in its own process and environment, ``make vllm``,
     holding the base model once for both roles; ``models.engine``). Same sampling semantics;
-    vLLM is ~3x faster at Qwen2.5-0.5B's shape on CPU but takes ~15-30 s to start, which the
-    tiny default run does not win back."""
+    vLLM samples a real model's shape faster but takes long to start, which the tiny default
+    run does not win back (``benchmarks/rollout_engine.py``; docs/training.md, "Rollouts on
+    vLLM")."""
     vllm_weights: str = "merged"
     """How each new adapter version reaches the vLLM engine: ``merged`` (LoRA folded into the
     engine's weights in place, plain kernels: fastest to sample on CPU) or ``lora`` (a vLLM
     ``LoRARequest`` per version)."""
     vllm_compile: bool = True
-    """``torch.compile`` the vLLM engine's model (vLLM's default). Measured on 2 CPU cores at
-    Qwen2.5-0.5B's shape: ~90 tokens/s against ~44 eager, for a start-up of ~85 s against
-    ~10 s (tiny model: 27 s against 9 s, the same speed). ``false`` for short runs."""
+    """``torch.compile`` the vLLM engine's model (vLLM's default): about twice the decode speed
+    at a real model's shape on a CPU, for a start-up several times longer, and no faster on the
+    tiny model (docs/training.md, "Rollouts on vLLM"). ``false`` for short runs."""
     vllm_kv_cache_gib: int = 1
     """KV-cache memory of the vLLM engine on CPU, GiB."""
     vllm_gpu_memory_utilization: float = 0.35

@@ -70,9 +70,8 @@ def draw(probs: torch.Tensor) -> torch.Tensor:
     """One token per row of ``probs`` (``(B, V)``, each row summing to ~1), by inverse CDF: one
     uniform per row, scaled to the row's total mass, found in the row's cumulative sum. The
     same distribution as ``torch.multinomial(probs, 1)``, which on CPU draws an exponential
-    variate for every vocabulary entry (``B x V`` logarithms per token). Measured
-    (``benchmarks/token_draw.py``, one thread): a step's discriminator sampling on the tiny
-    model 1.16x faster; 16 rows over Qwen2.5's 151,936-entry vocabulary 101 -> 23 ms a token.
+    variate for every vocabulary entry (``B x V`` logarithms per token), so this is faster, the
+    more so the larger the vocabulary (``benchmarks/token_draw.py`` measures it).
 
     The sum runs in float64, so no entry's share moves by more than ~1e-13. A token of
     probability 0 is never drawn: its cumulative sum equals its predecessor's exactly, and the
@@ -181,9 +180,9 @@ def _reserved_layer() -> type:
 def reserve(cache: Any, extra: int) -> Any:
     """``cache`` (after the prefill) with room for ``extra`` more positions per layer, written
     in place as they come: attention reads the same numbers as from concatenated tensors, so
-    the samples are the same bit for bit (``tests/test_models_generation.py``). Measured on
-    the tiny model (16 rows, 500-token prompts, 48 new tokens, one thread): 8% less sampling
-    time."""
+    the samples are the same bit for bit (``tests/test_models_generation.py``), without
+    transformers' copy of the whole cache at every token, which saves sampling time
+    (docs/training.md has the figure)."""
     layer = _reserved_layer()
     cache.layers = [layer(old.keys, old.values, extra) for old in cache.layers]
     return cache

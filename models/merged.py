@@ -7,9 +7,8 @@ Two users, one merge:
 - :class:`MergedTwin` is the transformers sampler's model: a plain copy of the base model
   whose adapted matrices are overwritten with one role's merged weights before each sampling
   call. A peft model computes ``base(x) + B(A(x)) * s`` in every adapted layer (two more small
-  matmuls, a scale and an add each, in Python); the twin runs the plain layer. Measured on the
-  tiny model (2 CPU cores, one torch thread, 32 prompts x 80 new tokens): 0.69 s through the
-  peft model, 0.50 s through the twin, the same 32 samples.
+  matmuls, a scale and an add each, in Python); the twin runs the plain layer, so it samples
+  the same outputs in less time (docs/training.md, *Rollouts on vLLM*, gives the figures).
 
 The twin's log-probs differ from the trainer's forward pass by float rounding (``W + BA`` is
 one rounded matrix, ``Wx + B(Ax)`` two sums), so PPO's ratio takes its old log-probs from the

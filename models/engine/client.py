@@ -72,11 +72,11 @@ class EngineClient:
                # could outlive it
                "TORCHINDUCTOR_COMPILE_THREADS": "1",
                "VLLM_CPU_KVCACHE_SPACE": str(settings.pop("kv_cache_gib", 1))}
-        # TMPDIR stays the trainer's. vLLM's single-process engine meets itself through a
-        # `file://` store, /tmp/vllm_dist_<uuid>, which a clean close removes and a killed
-        # engine leaves (2.4 KB each). A private TMPDIR was tried and undone: torch inductor keeps
-        # its precompiled header (156 MB; no variable of its own) under the temporary folder,
-        # and rebuilt it at every start (tiny model: ~40 s a start instead of ~33).
+        # TMPDIR stays the trainer's: torch inductor keeps its large precompiled header under
+        # the temporary folder (no variable of its own), so a private TMPDIR would rebuild it
+        # at every start and slow each start down. vLLM's single-process engine meets itself
+        # through a `file://` store, /tmp/vllm_dist_<uuid>, which a clean close removes and a
+        # killed engine leaves (a few KB each).
         if self.threads:
             env["OMP_NUM_THREADS"] = str(self.threads)
         for key in ("PYTHONPATH", "VIRTUAL_ENV"):      # the trainer's packages are not vLLM's

@@ -13,13 +13,12 @@ a PPO update never samples from a stale adapter. How it is pushed, ``sampling.vl
 - ``lora``: the adapter folder (peft ``save_pretrained``) as a vLLM ``LoRARequest``, a new id
   per version. The engine keeps the base weights and applies the adapter per request.
 
-Measured on 2 CPU cores at Qwen2.5-0.5B's shape: vLLM's LoRA path sampled at 12.5 tokens/s
-against 43.6 merged (eager, 16 x 64 tokens), and a merged push of the 1.4 GB of adapted blocks
-costs 2.2-2.8 s; with compilation, merged sampling including a push per step ran at 3.2x
-transformers (``benchmarks/rollout_engine.py``; 2.7x against the faster ``hf`` sampler of
-2026-11-27), so ``merged`` is the default. On a GPU vLLM's
-LoRA kernels cost less relative to the base ones and ``lora`` skips the merge and the copy;
-it is there to measure that case (see docs/training.md, "Rollouts on vLLM").
+On a CPU, vLLM's LoRA path samples at a fraction of the merged weights' speed, and a merged
+push costs far less than that difference saves, so ``merged`` is the default; with
+compilation, merged sampling with a push per step is several times faster than transformers
+(``benchmarks/rollout_engine.py`` measures it; docs/training.md, "Rollouts on vLLM", has the
+figures). On a GPU vLLM's LoRA kernels cost less relative to the base ones and ``lora`` skips
+the merge and the copy; it is there to measure that case.
 
 Sampling means what it means under ``hf``: temperature and top-p only (top-k, min-p and
 penalties pinned off, no model ``generation_config`` defaults), the same stop tokens
@@ -79,8 +78,8 @@ def weights_dir(root: Path | None = None) -> Path:
 
 
 def weights_root() -> Path:
-    """Where pushes go: memory, ``/dev/shm``, where there is one (5x faster than a disk at
-    Qwen2.5-0.5B's 1.4 GB per push), else the temporary folder."""
+    """Where pushes go: memory, ``/dev/shm``, where there is one (a push writes every adapted
+    block's weights, far faster to memory than to a disk), else the temporary folder."""
     shm = Path("/dev/shm")
     return shm if shm.is_dir() else Path(tempfile.gettempdir())
 

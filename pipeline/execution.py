@@ -174,8 +174,8 @@ def sandbox_runner(sandbox: SandboxConfig) -> RunJobs:
 def run_distinct(run_jobs: RunJobs, jobs: Sequence[tuple[str, list[str]]]) -> list[Any]:
     """``run_jobs(jobs)``'s results, each distinct job run once: a job is the pytest session of
     its program and its test modules in order, so two equal jobs are the same session and
-    their verdicts are one (in seed 0's adversarial arm of ``benchmarks/learning.py``, 22% of
-    candidate jobs equalled another of their step). The first copy runs, in job order.
+    their verdicts are one (a step's samples often repeat one another's code, so many
+    candidate jobs equal another of their step). The first copy runs, in job order.
 
     >>> calls = []
     >>> def run(jobs):

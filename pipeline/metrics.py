@@ -97,7 +97,7 @@ def step_metrics(rewards: list[dict[str, Any]], executions: list[dict[str, Any]]
     m["sandbox/seconds"] = float(sum(e["duration_s"] for e in executions))
     for u in updates:  # keyed by the role updated: one series per role, never mixed
         ns = f"ppo/{u['role']}"
-        for key in METRIC_NAMES:  # UpdateStats' fields; null (or a v1 row's missing column):
+        for key in METRIC_NAMES:  # UpdateStats' fields; null (or a column an older file lacks):
             if u.get(key) is not None:  # not measured, not logged
                 m[f"{ns}/{key}"] = float(u[key])
         m[f"{ns}/seconds"] = float(u["duration_s"])
@@ -168,7 +168,7 @@ def skipped_line(n_updates: int, reasons: dict[str, int]) -> str:
 
 
 def stage_table(rewards: pd.DataFrame) -> str:
-    """The seeds' progress table from the rewards table: per training stage, the mean over the
+    """The progress table from the rewards table: per training stage, the mean over the
     stage's steps (of each step's mean over its scored samples), and the last step's value.
 
     >>> frame = pd.DataFrame({"stage": [1, 1, 1, 1], "step": [1, 1, 2, 2],

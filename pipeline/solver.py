@@ -264,7 +264,7 @@ class ChainSolver:
                 out[i] = [o.passed for o in ex.outcomes]
         return out
 
-    # -- the seed's API -----------------------------------------------------------------------
+    # -- whole chains: a batch of problems, one problem, the reasoning stages alone -----------
     def solve_batch(self, problems: Sequence[Problem], samples: int = 1, *,
                     execute: bool = True, with_tests: bool = False) -> list[InferenceResult]:
         """The chain for every problem (``samples`` each), optionally discriminator tests and

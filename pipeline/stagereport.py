@@ -1,6 +1,7 @@
-"""The seeds' central claim, measured: what each chain stage's tests contribute.
+"""What each chain stage's tests contribute: does a later stage find what the earlier ones
+missed?
 
-For each chain stage 1..5, from one step's tests and executions rows: tests *written* (rows the
+For each chain stage, from one step's tests and executions rows: tests *written* (rows the
 discriminator produced), *parsed*, *distinct* (parsed, not a copy of an earlier test of the same
 sample), *valid* (the reference passes them: the new valid tests the stage added),
 *repeated* (copies of an earlier valid test of the same sample: what the stage re-wrote

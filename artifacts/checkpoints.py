@@ -9,7 +9,8 @@ A checkpoint folder::
 
 ``verify_checkpoint_dir`` re-hashes everything and raises ``CheckpointCorruptError`` naming the
 first missing or changed file, so a damaged checkpoint is refused before any weight is loaded.
-The score is the seeds' ``0.7 * generator_reward + 0.3 * test_validity``.
+The score (``checkpoint_score``) is ``0.7 * generator_reward + 0.3 * test_validity``: the code
+weighted above the tests.
 """
 
 from __future__ import annotations
@@ -38,9 +39,9 @@ class CheckpointCorruptError(ArtifactError):
 
 
 def checkpoint_score(metrics: Mapping[str, float]) -> float:
-    """The score that picks the best checkpoint and the ``champion``: the seeds' weights
-    (0.7 code, 0.3 tests) on the held-out evaluation of the stage when the run has one
-    (``heldout_pass_at_1``, ``heldout_test_validity``: problems never trained on), else on
+    """The score that picks the best checkpoint and the ``champion``: the code weighted above
+    the tests (0.7 code, 0.3 tests), on the held-out evaluation of the stage when the run has
+    one (``heldout_pass_at_1``, ``heldout_test_validity``: problems never trained on), else on
     the stage's last training step (``generator_reward``, ``test_validity``), which rewards
     what the step happened to sample rather than what generalises.
 

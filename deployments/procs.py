@@ -11,7 +11,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-START_TIMEOUT_S = 300.0  # a fresh Prefect database migrates for 15-60 s on 2 busy cores
+START_TIMEOUT_S = 300.0  # room for a fresh Prefect database's migration on a small, busy machine
 STOP_GRACE_S = 20.0
 
 

@@ -7,9 +7,9 @@ most ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS`` (20 s) for it. Two thi
 - ``kill -9`` of the run leaves that uvicorn child running, orphaned: Prefect stops it from an
   ``atexit`` hook, which a killed process never runs;
 - in a fresh ``PREFECT_HOME`` the server first creates and migrates its SQLite database before
-  it answers: 9-26 s on a 2-core machine, 19-59 s with its cores busy (measured), so the run dies
-  with ``Timed out while attempting to connect to ephemeral Prefect API server`` before its first
-  task.
+  it answers, which on a small or busy machine takes longer than that (docs/training.md,
+  *Prefect server*), so the run dies with ``Timed out while attempting to connect to ephemeral
+  Prefect API server`` before its first task.
 
 :func:`ensure_prefect_api` replaces that start-up for the command-line entry points
 (``python -m flows.train``, ``python -m flows.evaluate``). It starts the same server
@@ -47,7 +47,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 STARTUP_TIMEOUT_S = 600
-"""The least time the server gets to answer; a fresh database migrates in 9-59 s on 2 cores."""
+"""The least time the server gets to answer: well above what migrating a fresh database takes on a
+small, busy machine."""
 PORT_RETRIES = 5
 PORT_IN_USE = 3  # uvicorn's exit code when it cannot bind
 

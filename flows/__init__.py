@@ -52,13 +52,13 @@ def skip_bitsandbytes() -> None:
     """Mark bitsandbytes absent in this process, unless something imported it already.
 
     peft (and transformers) import bitsandbytes whenever it is installed, and bitsandbytes
-    imports torch's inductor: 1.1 s of the ~4 s that importing peft took (measured), and on CPU
-    a warning that an optional kernel package is missing. Only 4-bit models use it, and an entry
-    point knows from its config whether it loads one. ``importlib.util.find_spec`` answers None
-    for a ``None`` entry in ``sys.modules``, which is how peft and transformers ask whether a
-    package is installed, so they take their paths for "not installed"; a 4-bit load in the
-    same process would then fail on the import, which is why only the entry points call this,
-    after reading the config."""
+    imports torch's inductor, a sizeable share of importing peft (``benchmarks/startup.py``
+    measures it), and on CPU a warning that an optional kernel package is missing. Only 4-bit
+    models use it, and an entry point knows from its config whether it loads one.
+    ``importlib.util.find_spec`` answers None for a ``None`` entry in ``sys.modules``, which is
+    how peft and transformers ask whether a package is installed, so they take their paths for
+    "not installed"; a 4-bit load in the same process would then fail on the import, which is
+    why only the entry points call this, after reading the config."""
     import sys
 
     if "bitsandbytes" not in sys.modules and "peft" not in sys.modules:

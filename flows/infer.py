@@ -2,8 +2,7 @@
 
     python -m flows.infer --model tiny-generator@champion --problems demo --ids add
     python -m flows.infer --model models:/tiny-generator/3 --problems humaneval --limit 2 --json
-    python -m flows.infer show [--model M] [--problems demo --limit 2]   # the seeds'
-                                                                         # show_model_output
+    python -m flows.infer show [--model M] [--problems demo --limit 2]
 
 The first form loads the generator (see ``serving.sources`` for every accepted ``--model``),
 writes the five stages for each problem, runs the code against the problem's tests in the

@@ -42,8 +42,8 @@ from collections.abc import Callable
 
 GRACE_S = 3.0
 """Seconds between the first signal and a forced exit: unwinding a run (stopping a vLLM
-engine, ending its MLflow run, Prefect's last API calls) takes well under a second when the
-machine is idle; the rest is margin below the promised 5 s on a busy one."""
+engine, ending its MLflow run, Prefect's last API calls) takes a fraction of this when the
+machine is idle; the rest is margin for a busy one, below the promised 5 s."""
 EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 

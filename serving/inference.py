@@ -97,7 +97,9 @@ class InferenceEngine(ChainSolver):
     @classmethod
     def from_checkpoint(cls, path: str | Path, cfg: TrainConfig | None = None,
                         discriminator: str | Path | None = None) -> InferenceEngine:
-        """The seed's ``from_checkpoint``: a checkpoint/adapter folder or ``runs:/`` URI."""
+        """:meth:`load` of a checkpoint or adapter folder or a ``runs:/`` URI; the discriminator
+        only from ``discriminator`` when given (else a fresh adapter), never a registry
+        sibling."""
         return cls.load(str(path), cfg, discriminator=str(discriminator) if discriminator
                         else None)
 

@@ -1,10 +1,10 @@
 """The held-out evaluation before training, cached: the same adapters give the same figures.
 
 A new run's ``before`` evaluation (``tasks.heldout``) samples the untrained policies on the
-held-out problems and judges them: 3-5 s of every start on the tiny model, and the same result
-every time the same adapters meet the same problems, settings and code (sampling is seeded,
-judging is deterministic). So its result is kept under ``.cache/heldout/<key>.json``, ``key``
-a hash of everything it is a function of (:func:`before_key`):
+held-out problems and judges them: seconds of every start, even on the tiny model, and the same
+result every time the same adapters meet the same problems, settings and code (sampling is
+seeded, judging is deterministic). So its result is kept under ``.cache/heldout/<key>.json``,
+``key`` a hash of everything it is a function of (:func:`before_key`):
 
 - both roles' adapter contents (``adapter_version``: warm start, ``--init-from`` or fresh) and
   the base model's files;

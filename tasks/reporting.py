@@ -91,7 +91,7 @@ def checkpoint_stage(ctx: RunContext, step: int, stage: int, metrics: dict[str, 
              "discriminator": tracking.discriminator_registry_name}
     bases = {"generator": ctx.cfg.model.generator,
              "discriminator": ctx.cfg.model.discriminator_base}
-    # One score per stage checkpoint (the seeds' 0.7 code + 0.3 tests, held-out when evaluated),
+    # One score per stage checkpoint (0.7 code + 0.3 tests, held-out when evaluated),
     # the same for both roles' checkpoints by definition: logged once.
     ctx.tracker.log_metrics(ctx.mlflow_run_id, {"checkpoint/score": checkpoint_score(ckpt_metrics)},
                             step=step)

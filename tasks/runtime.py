@@ -207,13 +207,13 @@ class RunContext:
     def quoted(self) -> quote:
         """This context as a task's argument (``task(ctx.quoted(), ...)``): the task gets this
         very object. Unquoted, Prefect walks every list, dict and dataclass of a task's
-        arguments at each call, twice (for futures to resolve, and for the task's inputs),
-        and a RunContext holds the run's problems, config, mutants and timings: 11 ms a call
-        for a fresh one, and in a profile (py-spy) of the benchmark's adversarial arm, 7% of
-        its steps' CPU. The walk finds nothing to resolve here, and where it found something
-        it would hand the task a ``dataclasses.replace`` copy, whose changes the run would
-        lose. A task called with the context unquoted fails the flow tests (their
-        ``context_walks`` spy sees Prefect walk into it)."""
+        arguments at each call, twice (for futures to resolve, and for the task's inputs), and a
+        RunContext holds the run's problems, config, mutants and timings: a walk costs a
+        noticeable share of a step's CPU (docs/training.md has the profile). The walk finds
+        nothing to resolve here, and where it found something it would hand the task a
+        ``dataclasses.replace`` copy, whose changes the run would lose. A task called with the
+        context unquoted fails the flow tests (their ``context_walks`` spy sees Prefect walk
+        into it)."""
         return quote(self)
 
     # -- resume state (the checks and the loading: ``models.restore``) ----------------------

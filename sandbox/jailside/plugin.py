@@ -85,7 +85,7 @@ class Recorder:
 
     def pytest_exception_interact(self, node, call, report) -> None:
         # pytest calls this for a failed collection before its collect report, with the
-        # exception (the report itself no longer carries it).
+        # exception (the report itself does not carry it).
         if call.when == "collect" and call.excinfo is not None:
             self._collect_excs[node.nodeid] = call.excinfo.value
 

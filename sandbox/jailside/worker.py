@@ -46,17 +46,17 @@ TICK_S = 0.02
 BEAT_S = 2.0
 MAX_THREADS_READ = 256
 # CPU one round trip T starts costs C and T together when the call itself does nothing (the
-# encoding, the pipes, the decoding on both sides): the median measured per empty call
-# through the jail, which about doubles with the host's state (a virtual machine whose idle
-# CPUs are woken for each trip, busy neighbours), taken at its highest, with margin. Not
-# billed to a step (``_Step.over``).
+# encoding, the pipes, the decoding on both sides): above what an empty call through the jail
+# costs, at its highest across host states (a virtual machine whose idle CPUs are woken for
+# each trip, busy neighbours), with margin; docs/sandbox.md ("Budgets, clocks and who is
+# charged") has the measure. Not billed to a step (``_Step.over``).
 TRIP_CPU_S = 300e-6
 # The round trips' allowance of a step, at most this many times its ``timeout``: a test
 # making millions of calls still times out.
 TRIP_CREDIT = 30
 # Time neither C nor T runs nor waits for a CPU in one round trip (the pipe's wake-ups of an
-# idle CPU): measured per empty call through the jail on a quiet host, with margin. Not
-# billed to a step's idle budget either.
+# idle CPU): above what an empty call through the jail waits on a quiet host, with margin.
+# Not billed to a step's idle budget either.
 TRIP_IDLE_S = 60e-6
 
 

@@ -19,6 +19,13 @@ recovery redoes the first item whose outputs are missing and everything after it
 run items through ``WorkItem.run`` (as Prefect tasks: ``tasks.step``), so they cannot drift
 apart.
 
+``WorkItem.run`` is the one runner: it reads the item's declared inputs from the run store,
+calls the item's function (``work``: one function of ``pipeline.stepwork``) with them and what
+the run gives (models, config, samples, seeds; never the store), checks that the function read
+every declared input and returned rows for exactly the declared outputs, and writes those.
+What an item declares is therefore what it reads and writes, and a new kind of item is one
+type here (and its place in ``work_items``) plus one function there.
+
     >>> [i.name for i in work_items()][:3], [i.name for i in work_items()][-3:]
     (['rollout-1', 'rollout-2', 'rollout-3'], ['execute', 'rewards', 'update'])
     >>> [i.name for i in work_items(ChainConfig(stages=(5,), discriminator=False))]
@@ -32,11 +39,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from configs.learning import ChainConfig
 from configs.names import CODE_STAGE
 from pipeline.parts import (
+    Inputs,
+    Outputs,
     Part,
     chain_part,
     executions_part,
@@ -48,8 +57,8 @@ from pipeline.parts import (
 from pipeline.schedule import PlannedStep
 
 if TYPE_CHECKING:
-    from artifacts.store import Pointer
-    from pipeline.stepwork import StepContext
+    from artifacts.store import Pointer, RunStore
+    from pipeline.stepwork import StepContext, WorkContext
 
 
 def _work() -> ModuleType:
@@ -61,11 +70,40 @@ def _work() -> ModuleType:
     return stepwork
 
 
+class MissingInputError(FileNotFoundError):
+    """A declared input of a work item is not in the run store: the item that writes it has
+    not run for this step."""
+
+
+class DeclarationError(RuntimeError):
+    """A work function and its item's declarations disagree: it returned other parts than the
+    declared outputs, or left a declared input unread."""
+
+
+class _WithoutStore:
+    """``ctx`` less its run store: what a work function gets, so that it sees only the inputs
+    the runner read for it."""
+
+    def __init__(self, ctx: StepContext) -> None:
+        self._ctx = ctx
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "store":
+            raise AttributeError("a work function reads its declared inputs, not the run "
+                                 "store (pipeline.catalogue)")
+        return getattr(self._ctx, name)
+
+
+def _parts_text(parts: list[Part]) -> str:
+    return ", ".join(f"{t}/{p}" for t, p in parts) or "none"
+
+
 @dataclass(frozen=True)
 class WorkItem:
-    """One unit of a step's work. Subclasses are the kinds: each declares its parts and the
-    function it runs. ``role`` below is the role the step updates; ``trained_stage`` the chain
-    stage its update trains on."""
+    """One unit of a step's work. Subclasses are the kinds: each declares the parts it reads
+    (``inputs``) and writes (``outputs``) and the function it runs on them (``work``); the
+    runner (``run``) is theirs in common. ``role`` below is the role the step updates;
+    ``trained_stage`` the chain stage its update trains on."""
 
     kind: ClassVar[str]
     task: ClassVar[str]         # the Prefect task's name
@@ -89,9 +127,42 @@ class WorkItem:
     def inputs(self, role: str, trained_stage: int) -> list[Part]:
         raise NotImplementedError
 
-    def run(self, ctx: StepContext, planned: PlannedStep) -> list[Pointer]:
-        """Do the work on ``ctx.store``; returns the parts written."""
+    def work(self, ctx: WorkContext, planned: PlannedStep, inputs: Inputs) -> Outputs:
+        """The item's function: rows per declared output, from the declared inputs."""
         raise NotImplementedError
+
+    def run(self, ctx: StepContext, planned: PlannedStep) -> list[Pointer]:
+        """Read the declared inputs from ``ctx.store``, run :meth:`work` on them, check what it
+        read and returned against the declarations, and write the declared outputs (in
+        declaration order); returns the parts written."""
+        step = planned.step
+        inputs = self.read_inputs(ctx.store, step, planned.role, planned.stage)
+        declared = self.outputs(planned.role)
+        rows = self.work(_WithoutStore(ctx), planned, inputs)
+        wrong = []
+        if set(rows) != set(declared):
+            wrong.append(f"returned {_parts_text(list(rows))} where the item declares the "
+                         f"outputs {_parts_text(declared)}")
+        if inputs.unread():
+            wrong.append(f"never read its declared input(s) {_parts_text(inputs.unread())}")
+        if wrong:
+            raise DeclarationError(f"work item {self.name} of step {step}: its function "
+                                   + " and ".join(wrong) + "; make the item's declarations "
+                                   "(pipeline.catalogue) and its function agree")
+        return [ctx.store.write(table, step, part, rows[(table, part)])
+                for table, part in declared]
+
+    def read_inputs(self, store: RunStore, step: int, role: str,
+                    trained_stage: int) -> Inputs:
+        """The declared inputs of this item at ``step``, each part as it is in ``store``
+        (``MissingInputError`` naming every absent one)."""
+        parts = self.inputs(role, trained_stage)
+        missing = [p for p in parts if not store.has_part(p[0], step, p[1])]
+        if missing:
+            where = ", ".join(store.part_uri(t, step, p) for t, p in missing)
+            raise MissingInputError(f"work item {self.name} of step {step} reads {where}, "
+                                    "which is not there: run the items that write it first")
+        return Inputs({p: store.read_table(p[0], step=step, part=p[1]) for p in parts})
 
 
 @dataclass(frozen=True)
@@ -125,8 +196,8 @@ class Rollout(StageItem):
     def inputs(self, role: str, trained_stage: int) -> list[Part]:
         return [chain_part("generator", t) for t in self.chain.before(self.stage)]
 
-    def run(self, ctx: StepContext, planned: PlannedStep) -> list[Pointer]:
-        return _work().rollout(ctx, planned.step, self.stage, self.chain)
+    def work(self, ctx: WorkContext, planned: PlannedStep, inputs: Inputs) -> Outputs:
+        return _work().rollout(ctx, inputs, planned.step, self.stage, self.chain)
 
 
 @dataclass(frozen=True)
@@ -142,7 +213,7 @@ class Baseline(WorkItem):
     def inputs(self, role: str, trained_stage: int) -> list[Part]:
         return []
 
-    def run(self, ctx: StepContext, planned: PlannedStep) -> list[Pointer]:
+    def work(self, ctx: WorkContext, planned: PlannedStep, inputs: Inputs) -> Outputs:
         return _work().baseline(ctx, planned.step)
 
 
@@ -163,8 +234,8 @@ class Tests(StageItem):
         return [chain_part("generator", t) for t in self.chain.upto(self.stage)] + \
             [suite_part(t) for t in self.chain.before(self.stage)]
 
-    def run(self, ctx: StepContext, planned: PlannedStep) -> list[Pointer]:
-        return _work().generate_tests(ctx, planned.step, self.stage, self.chain)
+    def work(self, ctx: WorkContext, planned: PlannedStep, inputs: Inputs) -> Outputs:
+        return _work().generate_tests(ctx, inputs, planned.step, self.stage, self.chain)
 
 
 @dataclass(frozen=True)
@@ -184,8 +255,8 @@ class Execute(WorkItem):
     def inputs(self, role: str, trained_stage: int) -> list[Part]:
         return [chain_part("generator", CODE_STAGE), *suite_parts(self.chain.test_stages)]
 
-    def run(self, ctx: StepContext, planned: PlannedStep) -> list[Pointer]:
-        return _work().execute(ctx, planned.step)
+    def work(self, ctx: WorkContext, planned: PlannedStep, inputs: Inputs) -> Outputs:
+        return _work().execute(ctx, inputs, planned.step)
 
 
 @dataclass(frozen=True)
@@ -205,8 +276,8 @@ class Rewards(WorkItem):
     def inputs(self, role: str, trained_stage: int) -> list[Part]:
         return [*suite_parts(self.chain.test_stages), executions_part()]
 
-    def run(self, ctx: StepContext, planned: PlannedStep) -> list[Pointer]:
-        return _work().score(ctx, planned.step, planned.stage)
+    def work(self, ctx: WorkContext, planned: PlannedStep, inputs: Inputs) -> Outputs:
+        return _work().score(ctx, inputs, planned.step, planned.stage)
 
 
 @dataclass(frozen=True)
@@ -229,8 +300,8 @@ class Update(WorkItem):
     def inputs(self, role: str, trained_stage: int) -> list[Part]:
         return [chain_part(role, trained_stage), rewards_part()]
 
-    def run(self, ctx: StepContext, planned: PlannedStep) -> list[Pointer]:
-        return _work().update(ctx, planned.step, planned.role, planned.stage)
+    def work(self, ctx: WorkContext, planned: PlannedStep, inputs: Inputs) -> Outputs:
+        return _work().update(ctx, inputs, planned.step, planned.role, planned.stage)
 
 
 ITEM_TYPES: tuple[type[WorkItem], ...] = (Rollout, Baseline, Tests, Execute, Rewards, Update)

@@ -1,6 +1,9 @@
-"""What each kind of work item does to a step: read its inputs from the run store, compute,
-write its outputs. Pure of Prefect: ``tasks.step`` runs these as Prefect tasks, and the step
-catalogue (``pipeline.catalogue``) says which one each item runs and which parts it touches.
+"""What each kind of work item computes: one function per kind, from the item's declared
+inputs (``pipeline.parts.Inputs``, read by the runner) to rows per declared output part. None
+of them touches the run store; the step catalogue (``pipeline.catalogue``) declares which parts
+each reads and writes, and its runner (``WorkItem.run``) reads them, calls the function, checks
+the result against the declarations and writes it. Pure of Prefect: ``tasks.step`` runs items
+as Prefect tasks.
 
 - ``rollout``: generator text for chain stage s, given the problem and the chain's stages
   before s (``configs.ChainConfig.stages``: all of 1..s-1 by default);
@@ -12,7 +15,8 @@ catalogue (``pipeline.catalogue``) says which one each item runs and which parts
 - ``score``: per-sample generator and discriminator rewards;
 - ``update``: one PPO update of the step's role on the trained stage's tokens.
 
-Each takes a :class:`StepContext` (``tasks.runtime.RunContext`` is one) and the step's number.
+Each takes a :class:`WorkContext` (what the run gives: models, config, samples, seeds), its
+inputs and the step's number.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from artifacts.store import Pointer, RunStore
+from artifacts.store import RunStore
 from configs.learning import ChainConfig
 from configs.names import CODE_STAGE
 from configs.schema import TrainConfig
@@ -33,10 +37,12 @@ from pipeline.chains import (
     sample_stage,
     texts_by_sample,
 )
-from pipeline.execution import RunJobs, Suite, build_suites, run_suites, sandbox_runner
+from pipeline.execution import Suite, build_suites, run_suites, sandbox_runner
 from pipeline.parts import (
     EXECUTIONS,
     TESTS,
+    Inputs,
+    Outputs,
     Part,
     chain_part,
     executions_part,
@@ -49,12 +55,13 @@ from pipeline.update import update_role
 from problems import Problem
 from rewards.mutants import Mutant
 
+TEXT_COLUMNS = ["problem_id", "sample_idx", "output_text"]  # what a chains input is read for
 
-class StepContext(Protocol):
-    """What a work item needs of its run (``tasks.runtime.RunContext`` provides it)."""
+
+class WorkContext(Protocol):
+    """What a work function gets of its run (``tasks.runtime.RunContext`` provides it)."""
 
     cfg: TrainConfig
-    store: RunStore
     sampler: Sampler     # samples both roles (models.policy.Policies, or the vLLM engine)
     roles: dict[str, Any]  # role -> models.rolestate.RoleState: what an update trains
 
@@ -63,32 +70,26 @@ class StepContext(Protocol):
     def seed(self, *parts: object) -> int: ...
 
 
+class StepContext(WorkContext, Protocol):
+    """What the runner needs of a run: the work functions' context and its run store."""
+
+    store: RunStore
+
+
 def read_rows(store: RunStore, step: int, part: Part,
               columns: list[str] | None = None) -> list[dict[str, Any]]:
     """The rows of one part (``pipeline.parts``) of ``step``."""
     return store.read_table(part[0], step=step, part=part[1], columns=columns).to_pylist()
 
 
-def write_rows(store: RunStore, step: int, part: Part, rows: Any) -> Pointer:
-    """Write one part of ``step``; returns its pointer."""
-    return store.write(part[0], step, part[1], rows)
-
-
 # -- rollout and tests ----------------------------------------------------------------------
-def chain_texts(store: RunStore, step: int, stages: Sequence[int]) -> dict[SampleKey, list[str]]:
+def chain_texts(inputs: Inputs, stages: Sequence[int]) -> dict[SampleKey, list[str]]:
     """Generator texts of ``stages`` per sample, in stage order."""
-    by_stage = []
-    for stage in stages:
-        rows = read_rows(store, step, chain_part("generator", stage),
-                         ["problem_id", "sample_idx", "output_text"])
-        if not rows:
-            raise FileNotFoundError(f"{store.run_dir}: step {step} has no generator text for "
-                                    f"stage {stage}; run its rollout first")
-        by_stage.append(rows)
-    return texts_by_sample(by_stage)
+    return texts_by_sample([inputs.rows(chain_part("generator", stage), TEXT_COLUMNS)
+                            for stage in stages])
 
 
-def _sample(ctx: StepContext, step: int, stage: int, role: str,
+def _sample(ctx: WorkContext, step: int, stage: int, role: str,
             texts: dict[SampleKey, list[str]], chain: Sequence[int]
             ) -> tuple[list[dict], list[str]]:
     rows, batch = sample_stage(ctx.sampler, role, ctx.samples(step), stage, texts,
@@ -98,70 +99,63 @@ def _sample(ctx: StepContext, step: int, stage: int, role: str,
     return rows, [g.text for g in batch.generations]
 
 
-def rollout(ctx: StepContext, step: int, stage: int,
-            chain: ChainConfig = ChainConfig()) -> list[Pointer]:
+def rollout(ctx: WorkContext, inputs: Inputs, step: int, stage: int,
+            chain: ChainConfig = ChainConfig()) -> Outputs:
     """Generator output for ``stage`` over the step's problems x samples, given its stages of
     the ``chain`` before ``stage``."""
-    earlier = chain.before(stage)
-    previous = chain_texts(ctx.store, step, earlier) if earlier else {}
+    previous = chain_texts(inputs, chain.before(stage))
     rows, _ = _sample(ctx, step, stage, "generator", previous, chain.stages)
-    return [write_rows(ctx.store, step, chain_part("generator", stage), rows)]
+    return {chain_part("generator", stage): rows}
 
 
-def baseline(ctx: StepContext, step: int) -> list[Pointer]:
+def baseline(ctx: WorkContext, step: int) -> Outputs:
     """The problems' own tests of the step's samples -> ``tests/part-baseline``."""
-    return [write_rows(ctx.store, step, suite_part(None), baseline_rows(ctx.samples(step)))]
+    return {suite_part(None): baseline_rows(ctx.samples(step))}
 
 
-def generate_tests(ctx: StepContext, step: int, stage: int,
-                   chain: ChainConfig = ChainConfig()) -> list[Pointer]:
+def generate_tests(ctx: WorkContext, inputs: Inputs, step: int, stage: int,
+                   chain: ChainConfig = ChainConfig()) -> Outputs:
     """Discriminator tests for ``stage`` given the ``chain``'s stages up to it; accumulated
     per sample."""
     rows, texts = _sample(ctx, step, stage, "discriminator",
-                          chain_texts(ctx.store, step, chain.upto(stage)), chain.stages)
-    pointers = [write_rows(ctx.store, step, chain_part("discriminator", stage), rows)]
-    earlier = [r for s in chain.before(stage) for r in read_rows(ctx.store, step, suite_part(s))]
+                          chain_texts(inputs, chain.upto(stage)), chain.stages)
+    earlier = [r for s in chain.before(stage) for r in inputs.rows(suite_part(s))]
     tests = parsed_test_rows(ctx.samples(step), texts, stage, known_tests(earlier))
-    pointers.append(write_rows(ctx.store, step, suite_part(stage), tests))
-    return pointers
+    return {chain_part("discriminator", stage): rows, suite_part(stage): tests}
 
 
 # -- execution, rewards, update -------------------------------------------------------------
-def load_suites(ctx: StepContext, step: int) -> list[Suite]:
-    """Each sample's final code and kept tests of every stage, read from the run store."""
+def load_suites(ctx: WorkContext, inputs: Inputs, step: int) -> list[Suite]:
+    """Each sample's final code and kept tests of every declared tests part (the baseline's
+    and each tested stage's)."""
     codes = {(r["problem_id"], r["sample_idx"]): r["output_text"]
-             for r in read_rows(ctx.store, step, chain_part("generator", CODE_STAGE),
-                                ["problem_id", "sample_idx", "output_text"])}
-    tests = ctx.store.read_table(TESTS, step=step).to_pylist()  # every stage's, and baseline
-    return build_suites(ctx.samples(step), codes, tests, peers=ctx.cfg.rewards.peer_tests)
+             for r in inputs.rows(chain_part("generator", CODE_STAGE), TEXT_COLUMNS)}
+    return build_suites(ctx.samples(step), codes, inputs.table_rows(TESTS),
+                        peers=ctx.cfg.rewards.peer_tests)
 
 
-def step_executions(ctx: StepContext, step: int, run_jobs: RunJobs) -> list[dict]:
-    suites = load_suites(ctx, step)
-    return run_suites(suites, {s.problem.id: ctx.mutants(s.problem) for s in suites}, run_jobs)
-
-
-def execute(ctx: StepContext, step: int) -> list[Pointer]:
+def execute(ctx: WorkContext, inputs: Inputs, step: int) -> Outputs:
     """Every accumulated test vs final code, reference and mutants -> ``executions``."""
-    rows = step_executions(ctx, step, sandbox_runner(ctx.cfg.sandbox))
-    return [write_rows(ctx.store, step, executions_part(), rows)]
+    run_jobs = sandbox_runner(ctx.cfg.sandbox)
+    suites = load_suites(ctx, inputs, step)
+    rows = run_suites(suites, {s.problem.id: ctx.mutants(s.problem) for s in suites}, run_jobs)
+    return {executions_part(): rows}
 
 
-def score(ctx: StepContext, step: int, training_stage: int) -> list[Pointer]:
+def score(ctx: WorkContext, inputs: Inputs, step: int, training_stage: int) -> Outputs:
     """Per-sample generator and discriminator rewards -> ``rewards``."""
-    tests = ctx.store.read_table(TESTS, step=step).to_pylist()
-    executions = ctx.store.read_table(EXECUTIONS, step=step).to_pylist()
     samples = [(p.id, j) for p, j in ctx.samples(step)]
-    outcomes = outcomes_from_rows(tests, executions, samples, training_stage)
+    outcomes = outcomes_from_rows(inputs.table_rows(TESTS), inputs.table_rows(EXECUTIONS),
+                                  samples, training_stage)
     rows = reward_rows(outcomes, ctx.cfg.rewards, training_stage)
     if ctx.cfg.rewards.shuffle_seed is not None:  # a control run (configs: RewardConfig)
         rows = shuffled_rewards(rows, ctx.cfg.rewards.shuffle_seed, step)
-    return [write_rows(ctx.store, step, rewards_part(), rows)]
+    return {rewards_part(): rows}
 
 
-def update(ctx: StepContext, step: int, role: str, stage: int) -> list[Pointer]:
+def update(ctx: WorkContext, inputs: Inputs, step: int, role: str, stage: int) -> Outputs:
     """Update ``role``'s adapter on the trained stage's tokens -> ``updates/part-<role>``."""
-    row = update_role(ctx.roles[role], read_rows(ctx.store, step, chain_part(role, stage)),
-                      read_rows(ctx.store, step, rewards_part()), stage=stage,
+    row = update_role(ctx.roles[role], inputs.rows(chain_part(role, stage)),
+                      inputs.rows(rewards_part()), stage=stage,
                       sampling=ctx.cfg.sampling, ppo=ctx.cfg.ppo)
-    return [write_rows(ctx.store, step, update_part(role), [row])]
+    return {update_part(role): [row]}

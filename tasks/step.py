@@ -1,8 +1,10 @@
 """One work item of the step catalogue (``pipeline.catalogue``) run as its Prefect task.
 
-The train flow, a replay and a recovery all run items through :func:`run_item`; the item's
-type says what it reads, writes and runs (``WorkItem.run``), and its task name, run name and
-retries. This module only makes that a Prefect task run.
+The train flow, a replay and a recovery all run items through :func:`run_item`, and so
+through the catalogue's one runner (``WorkItem.run``: the item's declared inputs read, its
+function called on them, its declared outputs checked and written). The item's type says what
+it reads, writes and runs, and its task name, run name and retries; this module only makes
+that a Prefect task run.
 """
 
 from __future__ import annotations

@@ -233,39 +233,33 @@ def test_shuffled_rewards_keep_each_problems_values_but_not_who_earned_them() ->
 
 
 def test_score_permutes_rewards_only_in_a_control_run(add) -> None:
-    """``pipeline.stepwork.score`` writes reward_rows' rewards, permuted within the problem
+    """``pipeline.stepwork.score`` returns reward_rows' rewards, permuted within the problem
     when ``rewards.shuffle_seed`` is set (the run's PPO reads that table)."""
     from types import SimpleNamespace
 
+    import pyarrow as pa
+
     from pipeline.execution import build_suites
+    from pipeline.parts import Inputs, executions_part, rewards_part, suite_part
     from pipeline.stepwork import score
 
     codes = {("add", j): f"```python\ndef add(a, b):\n    return a {op} b\n```"
              for j, op in enumerate("+-+-")}
     samples = [(add, j) for j in range(4)]
-    tests = parsed_test_rows(samples, ["assert add(1, 1) == 2"] * 4, 1, {}) \
-        + baseline_rows(samples)
-    suites = build_suites(samples, codes, tests, peers=False)
+    stage_1 = parsed_test_rows(samples, ["assert add(1, 1) == 2"] * 4, 1, {})
+    suites = build_suites(samples, codes, baseline_rows(samples) + stage_1, peers=False)
     plan = plan_jobs(suites, {})
     executions = execution_rows(suites, plan, run_in_process(plan), {})
 
-    class Store:
-        def __init__(self):
-            self.written = {}
-
-        def read_table(self, table, step):
-            return SimpleNamespace(to_pylist=lambda: {"tests": tests,
-                                                      "executions": executions}[table])
-
-        def write(self, table, step, part, rows):
-            self.written[table] = rows
-
     def rewards(shuffle_seed: int | None, step: int = 1) -> list[float]:
         cfg = RewardConfig(shuffle_seed=shuffle_seed)
-        ctx = SimpleNamespace(store=Store(), cfg=SimpleNamespace(rewards=cfg),
-                              samples=lambda step: samples)
-        score(ctx, step, 1)
-        return [r["generator_reward"] for r in ctx.store.written["rewards"]]
+        ctx = SimpleNamespace(cfg=SimpleNamespace(rewards=cfg), samples=lambda step: samples)
+        inputs = Inputs({suite_part(None): pa.Table.from_pylist(baseline_rows(samples)),
+                         suite_part(1): pa.Table.from_pylist(stage_1),
+                         executions_part(): pa.Table.from_pylist(executions)})
+        out = score(ctx, inputs, step, 1)
+        assert list(out) == [rewards_part()] and inputs.unread() == []
+        return [r["generator_reward"] for r in out[rewards_part()]]
 
     assert rewards(None) == [1.0, 0.0, 1.0, 0.0]  # all_pass: "-" fails add(1, 1) == 2
     drawn = [rewards(seed, step) for seed in range(3) for step in (1, 2)]

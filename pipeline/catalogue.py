@@ -24,7 +24,7 @@ calls the item's function (``work``: one function of ``pipeline.stepwork``) with
 the run gives (models, config, samples, seeds; never the store), checks that the function read
 every declared input and returned rows for exactly the declared outputs, and writes those.
 What an item declares is therefore what it reads and writes, and a new kind of item is one
-type here (and its place in ``work_items``) plus one function there.
+type here (with its place in ``ITEM_TYPES``) plus one function there.
 
     >>> [i.name for i in work_items()][:3], [i.name for i in work_items()][-3:]
     (['rollout-1', 'rollout-2', 'rollout-3'], ['execute', 'rewards', 'update'])
@@ -117,6 +117,11 @@ class WorkItem:
         """The Prefect task run's name."""
         return f"{self.kind}-step{planned.step}"
 
+    @classmethod
+    def of_chain(cls, chain: ChainConfig) -> list[WorkItem]:
+        """This kind's items in a step of a run whose chain is ``chain``, in step order."""
+        return [cls()]
+
     def model_role(self, role: str) -> str | None:
         """The role whose adapter this item samples or updates (None: no model)."""
         return None
@@ -187,6 +192,10 @@ class Rollout(StageItem):
     kind: ClassVar[str] = "rollout"
     task: ClassVar[str] = "rollout"
 
+    @classmethod
+    def of_chain(cls, chain: ChainConfig) -> list[WorkItem]:
+        return [cls(s, chain) for s in chain.stages]
+
     def model_role(self, role: str) -> str:
         return "generator"
 
@@ -224,6 +233,10 @@ class Tests(StageItem):
     kind: ClassVar[str] = "tests"
     task: ClassVar[str] = "generate-tests"
 
+    @classmethod
+    def of_chain(cls, chain: ChainConfig) -> list[WorkItem]:
+        return [cls(s, chain) for s in chain.test_stages]
+
     def model_role(self, role: str) -> str:
         return "discriminator"
 
@@ -239,7 +252,18 @@ class Tests(StageItem):
 
 
 @dataclass(frozen=True)
-class Execute(WorkItem):
+class SuiteItem(WorkItem):
+    """An item that reads every sample's whole suite in a run whose chain is ``chain``."""
+
+    chain: ChainConfig = ChainConfig()
+
+    @classmethod
+    def of_chain(cls, chain: ChainConfig) -> list[WorkItem]:
+        return [cls(chain)]
+
+
+@dataclass(frozen=True)
+class Execute(SuiteItem):
     """Every kept test against the final code, the reference and its mutants."""
 
     kind: ClassVar[str] = "execute"
@@ -247,7 +271,6 @@ class Execute(WorkItem):
     # A dead sandbox worker is infrastructure, and re-running the same jobs is safe (the part
     # is replaced atomically). Failing tests are results, never exceptions.
     retries: ClassVar[int] = 1
-    chain: ChainConfig = ChainConfig()
 
     def outputs(self, role: str) -> list[Part]:
         return [executions_part()]
@@ -260,12 +283,11 @@ class Execute(WorkItem):
 
 
 @dataclass(frozen=True)
-class Rewards(WorkItem):
+class Rewards(SuiteItem):
     """Per-sample rewards of both roles from the step's executions."""
 
     kind: ClassVar[str] = "rewards"
     task: ClassVar[str] = "rewards"
-    chain: ChainConfig = ChainConfig()
 
     def run_name(self, planned: PlannedStep) -> str:
         return f"rewards-step{planned.step}-stage{planned.stage}"
@@ -305,6 +327,8 @@ class Update(WorkItem):
 
 
 ITEM_TYPES: tuple[type[WorkItem], ...] = (Rollout, Baseline, Tests, Execute, Rewards, Update)
+"""The kinds of work item, in step order: a new kind is a type above, its place here, and its
+function (``pipeline.stepwork``)."""
 KINDS = tuple(t.kind for t in ITEM_TYPES)
 """Kinds of work item, in step order: what ``flows.replay --stage`` names."""
 
@@ -320,9 +344,7 @@ def work_items(chain: ChainConfig | None = None) -> list[WorkItem]:
     stages together lets an engine that holds one adapter at a time (``sampling.engine=vllm``
     with merged weights) switch roles twice per step instead of ten times."""
     chain = chain or ChainConfig()
-    return ([Rollout(s, chain) for s in chain.stages] + [Baseline()]
-            + [Tests(s, chain) for s in chain.test_stages]
-            + [Execute(chain), Rewards(chain), Update()])
+    return [item for kind in ITEM_TYPES for item in kind.of_chain(chain)]
 
 
 def items_of(kind: str, chain: ChainConfig | None = None) -> list[WorkItem]:

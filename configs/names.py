@@ -1,8 +1,8 @@
 """The names every layer shares: the chain's stages and the two roles.
 
 Defined once, at the bottom of the import graph (``configs`` imports nothing else of the
-project but ``sandbox.result``, whose ``Limits`` hold the sandbox's defaults; ``sandbox``
-imports nothing of the project), so the config schema, the Parquet schemas, the reward
+project at import time; the sandbox's limits are declared in ``configs.limits``), so the config
+schema, the Parquet schemas, the reward
 registry, the models and the pipeline's step catalogue (``pipeline.catalogue``) all read the
 same tuples. Reward names are not here: each reward registers its own
 (``rewards.functions.reward``).

@@ -18,9 +18,8 @@ function's name drawn from a fixed list by the parameters: 5 x 10 x 5 x 7 guards
 combinations, less the 20 ``zero`` ones with ``c == b`` (their edge path returns what the main
 path would), 1730 in all. The numbers live in the defaults, so a correct solution is the same
 code for every combination of a guard's kind: solving a held-out problem takes reading its
-guard from the description (what a tiny model can learn), not copying numbers (what a
-two-layer, 64-wide model did not learn in a CPU budget: measured, 0 of 96 held-out samples
-right after 800 warm-start steps with the numbers in the code).
+guard from the description (what a tiny model can learn), not copying numbers (which a
+two-layer, 64-wide model does not learn in a CPU budget).
 
 Why it is built this way:
 

@@ -52,9 +52,8 @@ WARM_MISS = 0.25   # per guard decision: share of the warm start's chains that g
 WARM_FOCUS = 0.35  # share of the warm start's stage-k test targets that test stage k's focus
 
 # One function name for every problem: what a solution gets right or wrong here is its guards,
-# not copying a name. Measured: the warm-started tiny model wrote another problem's name in
-# most of its held-out solutions, whether the names were several tokens (``fold``, ``route``)
-# or one token each (``wrap``, ``merge``), and scored 0 on pass@1 for that alone.
+# not copying a name: with a name per problem, the warm-started tiny model writes another
+# problem's name in its held-out solutions and fails them for that alone.
 NAME_OF_FUNCTION = "pick"
 A_VALUES = tuple(range(2, 6))
 B_VALUES = tuple(range(0, 5))

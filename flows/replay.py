@@ -77,9 +77,9 @@ from configs import ConfigError
 from deployments.server import ensure_prefect_api
 from flows import preload, stopping
 from flows.preflight import check as check_preconditions
+from lifecycle.recorded import ReplayError, run_config
 from models.resume import StateIntegrityError
 from tasks.progress import quiet_console, replay_run_name
-from tasks.recorded import ReplayError, run_config
 from tasks.recover import check_failed, finish_failed, format_failed
 from tasks.replay import REPLAY_SUFFIX, check_replayable, replay_stage, roles_needed
 

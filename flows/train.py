@@ -52,14 +52,15 @@ from configs import ConfigError, load_config
 from configs.schema import TrainConfig, check_learnable
 from deployments.server import ensure_prefect_api
 from flows import preflight, preload, stopping
+from lifecycle.context import RunContext, load_run_problems, new_run_id
+from lifecycle.resume import check_resume_state, resume_hint, stopped_runs
 from models.resume import StateIntegrityError
 from pipeline.catalogue import work_items
 from pipeline.schedule import PlannedStep, ends_stage, plan
 from problems import ProblemLoadError
 from tasks.progress import Progress, flow_run_name, name_flow_run, quiet_console
 from tasks.reporting import close_step, finish_run, log_step_time
-from tasks.resume import check_resume_state, resume_hint, stopped_runs
-from tasks.runtime import RunContext, load_run_problems, new_run_id, open_run
+from tasks.runtime import open_run
 from tasks.start import start_point
 from tasks.step import run_item
 

@@ -5,7 +5,7 @@ The reference is written once, when the run's start point is set (after the warm
 ``--init-from``; ``tasks.start``), into the resume store's ``reference/`` folder with the same
 manifest as a resume state (sha256 per file, each role's ``adapter_version``), and loaded from
 there wherever the run's recorded steps go on or are redone (a run resumed after a complete
-step, a replay, ``--finish-failed``; ``tasks.runtime.RunContext``): so a run's KL term measures
+step, a replay, ``--finish-failed``; ``lifecycle.context.RunContext``): so a run's KL term measures
 against the same weights however often it is restarted, and a damaged copy is refused, not
 used. A run with no complete step writes it again instead: an earlier attempt's copy, damaged
 or not, is not what its steps start from.

@@ -39,7 +39,7 @@ def restore_role(roles: dict[str, RoleState], role: str, folder: Path,
     """Load ``role`` from a resume state folder, after checking its files against the folder's
     manifest, and its loaded ``adapter_version`` after. A state without a manifest is loaded
     with a warning: the caller checks the loaded version against the run's record
-    (``tasks.recorded.load_start_state`` does)."""
+    (``lifecycle.recorded.load_start_state`` does)."""
     check = verify_state_files(folder, [role], gae=roles[role].value_head is not None,
                                optimizer=optimizer)
     _load(roles, [role], folder, check, optimizer, legacy_note="'s files are not checked by "

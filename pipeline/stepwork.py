@@ -59,7 +59,7 @@ TEXT_COLUMNS = ["problem_id", "sample_idx", "output_text"]  # what a chains inpu
 
 
 class WorkContext(Protocol):
-    """What a work function gets of its run (``tasks.runtime.RunContext`` provides it)."""
+    """What a work function gets of its run (``lifecycle.context.RunContext`` provides it)."""
 
     cfg: TrainConfig
     sampler: Sampler     # samples both roles (models.policy.Policies, or the vLLM engine)

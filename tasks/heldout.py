@@ -8,7 +8,7 @@ label, replaced when redone) and is printed in the final table; the console gets
 of its headline figures (:func:`heldout_line`). The first evaluation's wrong solutions are kept
 in ``_run/heldout_wrong.json``: every later evaluation's tests are measured on the same ones
 (``wrong_caught``). A new run's ``before`` evaluation is reused from an earlier
-run's with the same adapters, problems, config and code (``tasks.beforecache``).
+run's with the same adapters, problems, config and code (``lifecycle.beforecache``).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from configs.names import ROLES
+from lifecycle import beforecache
+from lifecycle.context import RunContext
 from pipeline.heldout import COLUMNS, PREFIX, heldout_metrics, wrong_solutions
 from problems import load_problems
-from tasks import beforecache
-from tasks.runtime import RunContext
 
 RECORD = "heldout.json"
 WRONG = "heldout_wrong.json"  # the generator's wrong held-out solutions before training

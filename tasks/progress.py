@@ -23,9 +23,10 @@ from prefect.client.orchestration import get_client
 from prefect.context import FlowRunContext
 from prefect.runtime import flow_run
 
+from lifecycle.context import RunContext
 from pipeline.progress import LiveBar, eta, remaining_s
 from pipeline.schedule import PlannedStep
-from tasks.runtime import RunContext, artifact_key
+from tasks.runtime import artifact_key
 
 API_ONLY = {"console": False}  # ``extra=`` of a record that goes to Prefect's logs, not the console
 

@@ -25,10 +25,8 @@ from artifacts.store import ManifestCorrupt, RunStore
 from configs.learning import ChainConfig
 from configs.names import ROLES
 from configs.schema import TrainConfig
-from pipeline.catalogue import step_parts, work_items
-from pipeline.progress import WorkProgress
-from pipeline.schedule import PlannedStep, ends_stage, plan
-from tasks.recorded import (
+from lifecycle.context import RunContext
+from lifecycle.recorded import (
     REBUILD_HINT,
     CorruptManifestError,
     ReplayError,
@@ -37,8 +35,11 @@ from tasks.recorded import (
     read_part,
     recorded_versions,
 )
+from pipeline.catalogue import step_parts, work_items
+from pipeline.progress import WorkProgress
+from pipeline.schedule import PlannedStep, ends_stage, plan
 from tasks.reporting import close_step
-from tasks.runtime import RunContext, open_run
+from tasks.runtime import open_run
 from tasks.step import run_item
 
 

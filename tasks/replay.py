@@ -14,12 +14,8 @@ from artifacts.store import RunStore
 from configs.learning import ChainConfig
 from configs.names import ROLES
 from configs.schema import TrainConfig
-from pipeline.catalogue import KINDS, StageItem, WorkItem, inputs_of, items_of, kind_outputs
-from pipeline.compare import compare_tables
-from pipeline.parts import Part
-from pipeline.progress import WorkProgress
-from pipeline.schedule import PlannedStep
-from tasks.recorded import (
+from lifecycle.context import RunContext
+from lifecycle.recorded import (
     ReplayError,
     check_start_state,
     load_start_state,
@@ -28,7 +24,11 @@ from tasks.recorded import (
     recorded_versions,
     step_manifest,
 )
-from tasks.runtime import RunContext
+from pipeline.catalogue import KINDS, StageItem, WorkItem, inputs_of, items_of, kind_outputs
+from pipeline.compare import compare_tables
+from pipeline.parts import Part
+from pipeline.progress import WorkProgress
+from pipeline.schedule import PlannedStep
 from tasks.step import run_item
 
 REPLAY_SUFFIX = ".replay"

@@ -21,6 +21,7 @@ from artifacts.tracking import run_page
 from configs.loader import config_to_dict
 from configs.names import ROLES
 from deployments.server import flow_run_page
+from lifecycle.context import RunContext
 from pipeline.completions import chain_markdown, completions
 from pipeline.heldout import heldout_table
 from pipeline.metrics import round3, skipped_line, skipped_updates, stage_table, step_metrics
@@ -39,7 +40,7 @@ from serving.registry import ModelRegistry
 from serving.served import example_row
 from tasks.heldout import RECORD as HELDOUT_RECORD
 from tasks.heldout import evaluate_heldout
-from tasks.runtime import RunContext, artifact_key
+from tasks.runtime import artifact_key
 
 
 @task(name="log-step", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2)

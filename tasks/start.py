@@ -9,11 +9,11 @@ from collections.abc import Sequence
 
 from prefect import get_run_logger
 
+from lifecycle.context import RunContext
+from lifecycle.initfrom import init_adapters
+from lifecycle.resume import resume_point
 from pipeline.schedule import PlannedStep
 from tasks.heldout import evaluate_heldout, recorded
-from tasks.initfrom import init_adapters
-from tasks.resume import resume_point
-from tasks.runtime import RunContext
 from tasks.warmstart import warm_start
 
 

@@ -13,9 +13,9 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from artifacts.store import Pointer
+from lifecycle.context import RunContext
 from pipeline.catalogue import WorkItem
 from pipeline.schedule import PlannedStep
-from tasks.runtime import RunContext
 
 
 # The context holds models and a store: process-local, never cached or shipped (NO_CACHE).

@@ -21,10 +21,10 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from configs import config_to_dict
+from lifecycle.context import RunContext
+from lifecycle.digests import base_digests, files_digest
 from pipeline.warmstart import fit_roles
 from problems import load_problems
-from tasks.digests import base_digests, files_digest
-from tasks.runtime import RunContext
 
 CACHE_ROOT = Path(".cache") / "warmstart"
 REPO = Path(__file__).resolve().parent.parent

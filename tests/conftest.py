@@ -95,12 +95,12 @@ def prefect_harness():
 
 @pytest.fixture
 def context_walks(monkeypatch):
-    """Every ``tasks.runtime.RunContext`` Prefect walks into while the test runs: a task given
+    """Every ``lifecycle.context.RunContext`` Prefect walks into while the test runs: a task given
     the context unquoted (``RunContext.quoted``), which costs a walk of the run's problems,
     config and timings at every call. A flow test asserts the list stays empty."""
     import prefect.utilities.collections as collections
 
-    from tasks.runtime import RunContext
+    from lifecycle.context import RunContext
 
     walked: list = []
     is_dataclass = collections.is_dataclass  # what visit_collection asks of each object

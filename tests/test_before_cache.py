@@ -1,4 +1,4 @@
-"""The cache of the held-out evaluation before training (``tasks.beforecache``): its key
+"""The cache of the held-out evaluation before training (``lifecycle.beforecache``): its key
 changes with everything the figures are a function of, and only with that; entries round-trip
 and a damaged one is evaluated again."""
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from configs import load_config
+from lifecycle import beforecache
 from problems import load_problems
-from tasks import beforecache
 
 ADAPTERS = {"generator": "a" * 16, "discriminator": "b" * 16}
 
@@ -69,7 +69,7 @@ def test_a_base_folder_is_hashed_again_when_a_file_changes(tmp_path):
     file under it changes size or modification time."""
     import os
 
-    from tasks.digests import files_digest, folder_digest
+    from lifecycle.digests import files_digest, folder_digest
 
     (tmp_path / "config.json").write_text('{"a": 1}')
     first = folder_digest(tmp_path)

@@ -124,8 +124,8 @@ def test_a_function_sees_only_its_declared_inputs(tmp_path):
 def test_each_item_of_a_tiny_step_reads_and_writes_exactly_what_it_declares(
         tiny_model_dir, tmp_path, monkeypatch, chain):
     from configs import load_config
+    from lifecycle.context import RunContext
     from pipeline.schedule import plan
-    from tasks.runtime import RunContext
 
     monkeypatch.chdir(tmp_path)
     cfg = load_config(str(REPO / "configs/minimal.yaml"), [

@@ -96,7 +96,7 @@ def test_saved_reference_loads_into_new_models_and_damage_is_refused(
 
 def context(tiny_model_dir, tmp_path, policies, reference: str):
     """A run context around ``policies`` (what ``RunContext.fix_reference`` reads)."""
-    from tasks.runtime import RunContext
+    from lifecycle.context import RunContext
 
     train = load_config(MINIMAL, [f"model.generator={tiny_model_dir}",
                                   f"ppo.kl_reference={reference}"])

@@ -157,7 +157,7 @@ def cli(root: Path, *args: str) -> list[str]:
 @pytest.mark.slow
 def test_failed_stops_on_a_truncated_manifest_and_rewrites_nothing(run_copy, capsys):
     from flows.replay import main, replay
-    from tasks.recorded import CorruptManifestError
+    from lifecycle.recorded import CorruptManifestError
 
     manifest = run_manifest(run_copy, 2)
     truncate(manifest)

@@ -248,7 +248,7 @@ def test_on_invalid_is_a_checked_setting():
 def test_skip_on_the_seed_leetcode_file_counts_and_records(shared_data, tmp_path, capsys):
     from artifacts.store import RunStore
     from artifacts.tracking import Tracker
-    from tasks.runtime import record_problem_report
+    from lifecycle.context import record_problem_report
 
     source = shared_data / "leetcode_formatted.json"
     problems = load_for_run(source, on_invalid="skip", limits=PATIENT)

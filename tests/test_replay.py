@@ -14,9 +14,9 @@ from test_train_flow import overrides
 
 from artifacts import RunStore
 from flows.replay import main
+from lifecycle.recorded import ReplayError, run_config
 from pipeline.compare import compare_tables
 from pipeline.schedule import PlannedStep
-from tasks.recorded import ReplayError, run_config
 from tasks.replay import REPLAY_SUFFIX, inputs_to_copy, replay_sequence, replay_stage
 
 REPO = Path(__file__).resolve().parent.parent
@@ -227,7 +227,7 @@ def test_execution_replay_reproduces_real_verdicts(run_copy):
     """The tiny model writes no code; give step 1 real candidates (one right, one raising) and
     valid and invalid discriminator tests, finish it, then replay its execution."""
     from flows.replay import replay
-    from tasks.runtime import RunContext
+    from lifecycle.context import RunContext
 
     store = _make_step_incomplete(run_copy, 1)
     ctx = RunContext.open(run_config(str(run_copy), RUN), RUN, load_models=False)

@@ -73,7 +73,7 @@ class Copy:
         return load_config(CONFIG, self.sets)
 
     def context(self):
-        from tasks.runtime import RunContext
+        from lifecycle.context import RunContext
 
         return RunContext.open(self.cfg(), RUN)
 
@@ -209,8 +209,8 @@ def test_truncated_adapter_falls_back_without_a_traceback(run_copy, capfd, caplo
 ])
 def test_every_damaged_state_file_is_detected_and_step_2_reopened(run_copy, rel, damage,
                                                                    capsys):
+    from lifecycle.resume import resume_point
     from pipeline.schedule import plan
-    from tasks.resume import resume_point
 
     damage(run_copy.state(2) / rel)
     ctx = run_copy.context()
@@ -318,9 +318,9 @@ def test_all_states_damaged_exits_2_naming_each_file(run_copy, capsys):
 def test_no_intact_state_in_the_flow_raises_the_same_error(run_copy):
     """What the flow sees if the check before Prefect was skipped (or the damage came after):
     resume_point raises StateIntegrityError, which the CLI turns into exit 2."""
+    from lifecycle.resume import resume_point
     from models.resume import StateIntegrityError
     from pipeline.schedule import plan
-    from tasks.resume import resume_point
 
     shutil.rmtree(run_copy.state(2))
     (run_copy.state(1) / "manifest.json").write_text("{")
@@ -336,8 +336,8 @@ def test_no_intact_state_in_the_flow_raises_the_same_error(run_copy):
 def test_damaged_warm_start_state_is_redone_when_no_step_is_complete(run_copy, capsys):
     """State 0 only (a warm start, then a kill before step 1 completed): nothing is lost by
     redoing the warm start, so a damaged state 0 is set aside rather than refused."""
+    from lifecycle.resume import resume_point
     from pipeline.schedule import plan
-    from tasks.resume import resume_point
 
     for step in (1, 2):
         shutil.rmtree(run_copy.state(step))

@@ -10,9 +10,9 @@ import pytest
 from artifacts.store import RunStore
 from configs import config_to_dict, load_config
 from flows.train import kept, name_stopped_runs
+from lifecycle.context import CONFIG_FILE
+from lifecycle.resume import stopped_runs
 from pipeline.schedule import plan
-from tasks.resume import stopped_runs
-from tasks.runtime import CONFIG_FILE
 
 REPO = Path(__file__).resolve().parent.parent
 

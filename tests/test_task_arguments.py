@@ -9,7 +9,7 @@ def test_a_quoted_context_reaches_its_task_as_the_same_unwalked_object(prefect_h
     from prefect.cache_policies import NO_CACHE
     from prefect.states import Completed
 
-    from tasks.runtime import RunContext
+    from lifecycle.context import RunContext
 
     ctx = RunContext(cfg=None, run_id="r", store=None, problems=[], resume=None)
     # Something Prefect resolves wherever it finds it in a task's arguments: a finished state.

@@ -133,8 +133,8 @@ def test_gae_trains_a_value_head_that_is_saved_and_restored(prefect_harness, tin
     from artifacts.tracking import Tracker
     from configs import load_config
     from flows.train import train
+    from lifecycle.context import RunContext
     from models.resume import VALUE_HEAD_FILE
-    from tasks.runtime import RunContext
 
     monkeypatch.chdir(tmp_path)
     sets = overrides(tiny_model_dir, tmp_path) + [

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow  # loads the tiny model a few times: ~20 s
 
 def _context(tiny_model_dir, tmp_path, *sets):
     from configs import load_config
-    from tasks.runtime import RunContext
+    from lifecycle.context import RunContext
 
     cfg = load_config(str(REPO / "configs/minimal.yaml"), [
         f"model.generator={tiny_model_dir}", f"artifacts.root={tmp_path / 'runs'}",

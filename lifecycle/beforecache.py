@@ -30,11 +30,12 @@ from typing import Any
 import torch
 
 from configs import config_to_dict
-from tasks.digests import base_digests, files_digest
+from lifecycle.digests import base_digests, files_digest
 
 CACHE_ROOT = Path(".cache") / "heldout"
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("configs", "models", "pipeline", "problems", "rewards", "sandbox", "tasks")
+PACKAGES = ("configs", "lifecycle", "models", "pipeline", "problems", "rewards", "sandbox",
+            "tasks")
 
 
 def before_key(cfg: Any, adapter_versions: dict[str, str], problems: list,

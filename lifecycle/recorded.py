@@ -29,9 +29,9 @@ from artifacts.tracking import MlflowException, Tracker
 from configs import ConfigError, apply_overrides, load_config
 from configs.loader import config_from_dict
 from configs.schema import TrainConfig
+from lifecycle.context import CONFIG_FILE, RunContext
 from models.resume import ResumeStore
 from pipeline.schedule import PlannedStep, plan
-from tasks.runtime import CONFIG_FILE, RunContext
 
 
 class ReplayError(Exception):

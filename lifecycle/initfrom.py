@@ -16,8 +16,8 @@ from pathlib import Path
 
 from configs.errors import ConfigError
 from configs.names import ROLES
+from lifecycle.context import RunContext
 from serving.sources import resolve_source, sibling
-from tasks.runtime import RunContext
 
 
 def spec_role(spec: str) -> str:

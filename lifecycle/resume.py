@@ -13,6 +13,7 @@ from artifacts.store import RunStore, list_runs
 from configs import config_to_dict
 from configs.names import ROLES
 from configs.schema import TrainConfig
+from lifecycle.context import CONFIG_FILE, RunContext
 from models.resume import (
     ResumeStore,
     StateFileMissingError,
@@ -21,7 +22,6 @@ from models.resume import (
     verify_state_files,
 )
 from pipeline.schedule import PlannedStep, plan
-from tasks.runtime import CONFIG_FILE, RunContext
 
 Damaged = list[tuple[int, Exception]]
 

@@ -40,7 +40,7 @@ import argparse
 import sys
 from typing import Any
 
-from pipeline.catalogue import KINDS, Execute, Rollout, Tests
+from pipeline.catalogue import ITEM_TYPES, KINDS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -189,8 +189,8 @@ def main(argv: list[str] | None = None) -> int:
             needs = dict.fromkeys(("models", "engine", "sandbox"), bool(unfinished))
         else:
             needs = {"models": bool(roles_needed(sequence, planned, cfg.chain)),
-                     "engine": bool({Rollout.kind, Tests.kind} & set(sequence)),
-                     "sandbox": Execute.kind in sequence}
+                     "engine": any(t.samples for t in ITEM_TYPES if t.kind in sequence),
+                     "sandbox": any(t.judges for t in ITEM_TYPES if t.kind in sequence)}
         check_preconditions(cfg, **needs)
         stopping.keeping(lambda: kept(args.artifacts_root, args.run_id,
                                       None if args.failed else args.step, unfinished))

@@ -108,6 +108,8 @@ class WorkItem:
     kind: ClassVar[str]
     task: ClassVar[str]         # the Prefect task's name
     retries: ClassVar[int] = 0  # safe to retry only when re-running cannot change the result
+    samples: ClassVar[bool] = False  # draws from a sampler (the vLLM engine, where configured)
+    judges: ClassVar[bool] = False   # runs code in the sandbox
 
     @property
     def name(self) -> str:
@@ -191,6 +193,7 @@ class Rollout(StageItem):
 
     kind: ClassVar[str] = "rollout"
     task: ClassVar[str] = "rollout"
+    samples: ClassVar[bool] = True
 
     @classmethod
     def of_chain(cls, chain: ChainConfig) -> list[WorkItem]:
@@ -232,6 +235,7 @@ class Tests(StageItem):
 
     kind: ClassVar[str] = "tests"
     task: ClassVar[str] = "generate-tests"
+    samples: ClassVar[bool] = True
 
     @classmethod
     def of_chain(cls, chain: ChainConfig) -> list[WorkItem]:
@@ -268,6 +272,7 @@ class Execute(SuiteItem):
 
     kind: ClassVar[str] = "execute"
     task: ClassVar[str] = "execute"
+    judges: ClassVar[bool] = True
     # A dead sandbox worker is infrastructure, and re-running the same jobs is safe (the part
     # is replaced atomically). Failing tests are results, never exceptions.
     retries: ClassVar[int] = 1

@@ -46,8 +46,10 @@ from serving.served import INPUT_COLUMNS, OPTIONAL_COLUMNS, OUTPUT_COLUMNS, exam
 PYFUNC_CODE = Path(__file__).resolve().parent / "lora_pyfunc.py"
 REPO = PYFUNC_CODE.parents[1]
 # What a version runs: the chain (serving, pipeline's solver, models) and what it imports
-# (configs, problems, rewards; sandbox, which configs and problems import for its limits).
-CODE_PACKAGES = ("configs", "models", "pipeline", "problems", "rewards", "sandbox", "serving")
+# (configs, problems, rewards, the sandbox that judges its code, and tempdirs, which the sandbox,
+# the engine and inference make their folders with).
+CODE_PACKAGES = ("configs", "models", "pipeline", "problems", "rewards", "sandbox", "serving",
+                 "tempdirs")
 CANDIDATE, CHAMPION = "candidate", "champion"
 BASE_SPEC = "base.json"  # a registered version's base model, dtype, role and checkpoint info
 BASE_DIR_ENV = "ADVERSARIAL_BASE_MODEL_DIR"  # where local base models too big to bundle are found

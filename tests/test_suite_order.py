@@ -15,9 +15,10 @@ def test_the_longest_first_files_exist():
     assert len(set(LONGEST_FIRST)) == len(LONGEST_FIRST)
 
 
-def test_collection_puts_them_first_in_their_order(pytester):
+def test_collection_puts_them_first_in_their_order(pytester, monkeypatch):
     """Collected in the real conftest's order: the listed files first, as listed, then the
     rest; each file's own tests in their order."""
+    monkeypatch.setenv("PYTHONPATH", str(TESTS.parent))  # the conftest imports the project
     pytester.makeconftest((TESTS / "conftest.py").read_text())
     names = ["test_a.py", LONGEST_FIRST[1], "test_b.py", LONGEST_FIRST[0]]
     for name in names:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -17,11 +18,18 @@ from pipeline.schedule import plan
 REPO = Path(__file__).resolve().parent.parent
 
 
+def run_make(*args: str) -> str:
+    """``make`` in the repository as a user's shell runs it: not as a sub-make of the ``make
+    test`` that runs this suite, whose MAKELEVEL and MAKEFLAGS would make it print "Entering
+    directory" lines and inherit the outer make's variables."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    return subprocess.run(["make", *args], cwd=REPO, env=env, capture_output=True, text=True,
+                          check=True).stdout
+
+
 def make_dry(*args: str) -> str:
     """What ``make run`` would run (``-n``), with the set-up already done (``-o``)."""
-    out = subprocess.run(["make", "-n", "-o", "setup", "run", *args], cwd=REPO,
-                         capture_output=True, text=True, check=True)
-    return out.stdout
+    return run_make("-n", "-o", "setup", "run", *args)
 
 
 def test_make_run_passes_run_id_to_the_training_command():
@@ -31,9 +39,8 @@ def test_make_run_passes_run_id_to_the_training_command():
 
 
 def test_make_run_tells_the_run_how_to_be_continued_through_make():
-    shown = subprocess.run(["make", "-s", "-o", "setup", "run",
-                            "PY=sh -c 'echo $$RESUME_COMMAND' --", "CONFIG=configs/minimal.yaml"],
-                           cwd=REPO, capture_output=True, text=True, check=True).stdout
+    shown = run_make("-s", "-o", "setup", "run", "PY=sh -c 'echo $$RESUME_COMMAND' --",
+                     "CONFIG=configs/minimal.yaml")
     assert shown.strip() == "make run CONFIG=configs/minimal.yaml"
 
 

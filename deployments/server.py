@@ -26,7 +26,11 @@ database) from the main thread, but
   with the exit code, if the child exits (a port taken between choosing and binding: another
   port, as Prefect does);
 - then it points ``PREFECT_API_URL`` at it (environment and Prefect's global settings), so
-  nothing in the process starts a second, unmanaged one.
+  nothing in the process starts a second, unmanaged one;
+- what the server prints goes to ``PREFECT_HOME/temporary-server.log``, not to the run's
+  console: its services are cancelled mid-query when the run stops it, and SQLAlchemy logs each
+  cancelled connection reset as an ERROR with a traceback, under the run's last lines. A server
+  that fails to start shows that log's last lines in its error.
 
 A server per run, not one per checkout shared by runs: nothing to discover, lock or clean up,
 and a run's server lives exactly as long as the run. A run with ``PREFECT_API_URL`` set (a
@@ -51,6 +55,12 @@ STARTUP_TIMEOUT_S = 600
 small, busy machine."""
 PORT_RETRIES = 5
 PORT_IN_USE = 3  # uvicorn's exit code when it cannot bind
+LOG_NAME = "temporary-server.log"
+"""The file in ``PREFECT_HOME`` the temporary servers write their output to."""
+LOG_KEEP_BYTES = 8 << 20
+"""A log longer than this when a server starts is started afresh."""
+LOG_TAIL_LINES = 20
+"""How many of the log's last lines a start-up failure shows."""
 
 # Runs in the child before it execs the real command: die with the parent (argv[1], its pid).
 _BOOT = """\
@@ -90,18 +100,48 @@ class TemporaryServer:
     def __init__(self) -> None:
         self.process: subprocess.Popen | None = None
         self.port: int | None = None
+        self.log: Path | None = None
+        self._log_start = 0  # where this server's own lines begin in the shared log
+
+    def _open_log(self, home: Path):
+        """``PREFECT_HOME``'s server log, opened to append this server's lines (several runs of
+        one checkout share the file: each marks where its own lines start)."""
+        home.mkdir(parents=True, exist_ok=True)
+        self.log = home / LOG_NAME
+        if self.log.exists() and self.log.stat().st_size > LOG_KEEP_BYTES:
+            self.log.unlink()
+        handle = open(self.log, "ab")
+        self._log_start = handle.tell()
+        handle.write(f"== {time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()}: server on "
+                     f"port {self.port}\n".encode())
+        handle.flush()
+        return handle
+
+    def log_tail(self) -> str:
+        """The last lines this server wrote, or ``""``."""
+        if self.log is None or not self.log.exists():
+            return ""
+        with open(self.log, "rb") as handle:
+            handle.seek(self._log_start)
+            lines = handle.read().decode(errors="replace").splitlines()[1:]
+        return "\n".join(lines[-LOG_TAIL_LINES:])
+
+    def _failure(self, what: str) -> ServerStartError:
+        tail = self.log_tail()
+        where = f"; its output is in {self.log}" if self.log else ""
+        return ServerStartError(f"{what}{where}" + (f":\n{tail}" if tail else ""))
 
     @property
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/api"
 
-    def _spawn(self) -> subprocess.Popen:
+    def _command(self) -> tuple[list[str], dict[str, str]]:
+        """The server's command line and environment, for ``self.port``."""
         # Prefect deferred in this module: deployments.stack imports it (free_port) and
         # starts its servers without loading Prefect
         import prefect
         from prefect.settings import get_current_settings
 
-        self.port = free_port()
         env = {**os.environ,
                **get_current_settings().to_environment_variables(exclude_unset=True),
                # as Prefect's own temporary server: no UI, ephemeral services only
@@ -111,17 +151,29 @@ class TemporaryServer:
         cmd = [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent),
                "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1",
                "--port", str(self.port), "--log-level", "error", "--lifespan", "on"]
+        return cmd, env
+
+    def _home(self) -> Path:
+        from prefect.settings import get_current_settings  # deferred: see _command
+
+        return Path(get_current_settings().home)
+
+    def _spawn(self) -> subprocess.Popen:
+        self.port = free_port()
+        cmd, env = self._command()
         # A session of its own: a Ctrl-C in the terminal signals the run's whole process
         # group, and a server that died first left the stopping run retrying its API for
         # minutes (httpx.ConnectError); the run stops it itself (flows.stopping).
-        return subprocess.Popen(dies_with_this_process(cmd), env=env, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        with self._open_log(self._home()) as log:
+            return subprocess.Popen(dies_with_this_process(cmd), env=env,
+                                    stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
 
     def start(self, timeout_s: float, meanwhile: Callable[[], object] | None = None) -> str:
         """Start the server and wait for ``/api/health``; returns the API URL. ``meanwhile``
         runs once between the spawn and the wait: work the caller needs anyway (heavy
         imports) overlaps the server's own start-up."""
-        import httpx  # deferred like Prefect (see _spawn): it imports rich
+        import httpx  # deferred like Prefect (see _command): it imports rich
 
         if threading.current_thread() is not threading.main_thread():
             # PR_SET_PDEATHSIG fires when the *thread* that forked the child exits
@@ -142,9 +194,8 @@ class TemporaryServer:
                     continue
                 if code is not None:
                     self.process = None
-                    raise ServerStartError(
-                        f"the temporary Prefect server exited with code {code} before it "
-                        "answered (its output is above)")
+                    raise self._failure(f"the temporary Prefect server exited with code "
+                                        f"{code} before it answered")
                 try:
                     if client.get(f"{self.api_url}/health").status_code == 200:
                         return self.api_url
@@ -153,7 +204,7 @@ class TemporaryServer:
                 now = time.monotonic()
                 if now > deadline:
                     self.stop()
-                    raise ServerStartError(
+                    raise self._failure(
                         f"the temporary Prefect server did not answer on {self.api_url}/health "
                         f"within {timeout_s:.0f} s; set PREFECT_API_URL to a running server")
                 if not told and now - started > 10:
@@ -177,7 +228,7 @@ class TemporaryServer:
 
 def startup_timeout_s() -> float:
     """``STARTUP_TIMEOUT_S`` or Prefect's ephemeral start-up timeout, whichever is longer."""
-    # deferred: see TemporaryServer._spawn
+    # deferred: see TemporaryServer._command
     from prefect.settings import get_current_settings
 
     return float(max(STARTUP_TIMEOUT_S,
@@ -199,7 +250,7 @@ def flow_run_page(flow_run_id: str) -> tuple[str, str | None]:
     server's telemetry service otherwise logs an error at every start where it cannot reach
     Prefect), and no prompt (in a terminal, ``prefect server start`` first asks to save the
     server's address in a profile)."""
-    from prefect.settings import get_current_settings  # deferred as in TemporaryServer._spawn
+    from prefect.settings import get_current_settings  # deferred as in TemporaryServer._command
 
     settings = get_current_settings()
     page = f"/runs/flow-run/{flow_run_id}"
@@ -220,7 +271,7 @@ def ensure_prefect_api(meanwhile: Callable[[], object] | None = None) -> str | N
     Prefect's own exit hooks have sent the last logs and events; ``None`` where the profile
     allows no temporary server (Prefect then raises its own error). Idempotent.
     ``meanwhile`` (see :meth:`TemporaryServer.start`) runs in every case."""
-    # deferred: see TemporaryServer._spawn
+    # deferred: see TemporaryServer._command
     import prefect.context
     from prefect.settings import get_current_settings
 

@@ -69,6 +69,8 @@ def test_an_unwrapped_child_outlives_its_killed_parent():
 FAKE_SERVER = """
 import http.server, sys, time
 port, delay, then = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+print("fake server: stdout line", flush=True)
+print("fake server: stderr line", file=sys.stderr, flush=True)
 time.sleep(delay)
 if then != "serve":
     sys.exit(int(then))
@@ -83,18 +85,28 @@ http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
 """
 
 
-def fake_server(*behaviours: tuple[float, str]):
-    """A TemporaryServer whose n-th start sleeps, then serves /api/health or exits with a code."""
-    from deployments.server import TemporaryServer, dies_with_this_process, free_port
+def fake_server(*behaviours: tuple[float, str], home: Path | None = None):
+    """A TemporaryServer whose n-th start sleeps, then serves /api/health or exits with a code;
+    its log in ``home`` (a fresh folder by default)."""
+    import tempfile
+
+    from deployments.server import TemporaryServer
+
+    home = home or Path(tempfile.mkdtemp(prefix="fake-prefect-home-"))
 
     class Fake(TemporaryServer):
         spawned: list[subprocess.Popen] = []
 
-        def _spawn(self) -> subprocess.Popen:
+        def _command(self):
             delay, then = behaviours[min(len(self.spawned), len(behaviours) - 1)]
-            self.port = free_port()
-            proc = subprocess.Popen(dies_with_this_process(
-                [sys.executable, "-c", FAKE_SERVER, str(self.port), str(delay), then]))
+            return ([sys.executable, "-c", FAKE_SERVER, str(self.port), str(delay), then],
+                    dict(os.environ))
+
+        def _home(self) -> Path:
+            return home
+
+        def _spawn(self) -> subprocess.Popen:
+            proc = super()._spawn()
             self.spawned.append(proc)
             return proc
     return Fake()
@@ -135,6 +147,32 @@ def test_a_taken_port_is_retried_on_another():
         assert len(server.spawned) == 2
     finally:
         server.stop()
+
+
+def test_the_servers_output_goes_to_its_log_and_not_to_the_runs_console(tmp_path, capfd):
+    """What the server prints while it runs and as it is stopped (SQLAlchemy's tracebacks of
+    the queries a stop cancels) stays off the run's console."""
+    server = fake_server((0.0, "serve"), home=tmp_path)
+    try:
+        server.start(60)
+    finally:
+        server.stop()
+    console = capfd.readouterr()
+    assert "fake server" not in console.out + console.err
+    log = (tmp_path / "temporary-server.log").read_text()
+    assert "fake server: stdout line" in log and "fake server: stderr line" in log
+
+
+def test_a_server_that_fails_to_start_shows_its_logs_last_lines_and_names_the_log(tmp_path):
+    from deployments.server import ServerStartError
+
+    fake_server((0.0, "serve"), home=tmp_path).stop()  # an earlier server's lines in the log
+    with pytest.raises(ServerStartError) as failed:
+        fake_server((0.0, "5"), home=tmp_path).start(60)
+    message = str(failed.value)
+    assert str(tmp_path / "temporary-server.log") in message
+    assert message.count("fake server: stderr line") == 1  # its own lines, not the earlier's
+    assert "== " not in message  # nor the header that marks where they start
 
 
 def test_a_server_that_never_answers_is_stopped_at_the_deadline():

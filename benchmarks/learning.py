@@ -10,8 +10,8 @@ times on the same warm-started adapters and the same sampling seeds:
 
 * ``adversarial``: both roles trained; the generator's reward is ``--generator-reward`` over
   every valid test (the problem's own and the discriminator's): ``all_pass`` by default (1 only
-  when the code passes them all), or ``pass_rate`` (the share it passes); the discriminator's the default
-  ``progressive`` reward (what stage k's tests add to stages < k);
+  when the code passes them all), or ``pass_rate`` (the share it passes); the discriminator's
+  the default ``progressive`` reward (what stage k's tests add to stages < k);
 * ``control``: trained exactly like ``adversarial``, but each step's rewards, both roles', are
   permuted among the samples of each problem (``rewards.shuffle_seed``, the arm's seed): PPO sees
   the same reward values, the same spread and the same skipped groups, and nothing of which
@@ -67,29 +67,7 @@ Goals (issue #23): heldout_gain >= 0.15 and >= control_gain + 0.10; disc_gain >=
 disc_control_gain + 0.10; ablation_delta >= 0.05; stage_new_tests >= 0.25; late_catch >= 0.2,
 at the median of 3 seeds, in at most 25 minutes on 2 cores.
 
-
-Latest, at the defaults (seeds 0-2; guards; the base fitted for 400 steps, the adapters
-warm-started on 1600 problems; generator reward ``all_pass``; the shuffled control; stages 1-5
-each 1 + 1 + 2 steps of 8 problems x 4 samples, 80 new tokens; held-out 32 problems x 2
-samples; generator lr 1e-4, discriminator 3e-4), quiet, on 2 cores of two AVX-512 Xeon kinds:
-1712 s = 28.5 min on the slower (b751a33; 25 minutes **missed** there), 1247 s = 20.8 min
-and 1270 s = 21.2 min on the faster, with AMX (279aeab; met), every call the same table to
-the last digit::
-
-    seed  pass@1 before  adv    ctrl   base  | wrong caught before  adv    ctrl   | new  late
-    0     0.016          0.203  0.062  0.078 | 0.220                0.415  0.195  | 0.136  0.941
-    1     0.734          0.844  0.719  0.688 | 0.400                1.000  0.067  | 0.615  1.000
-    2     0.531          0.734  0.641  0.453 | 0.567                1.000  0.633  | 0.492  1.000
-    median of 3: heldout_gain=0.188 control_gain=0.047 disc_gain=0.433 disc_control_gain=-0.024
-                 ablation_delta=0.156 stage_new_tests=0.492 late_catch=1.000
-
-Against the goals: every learning goal met (the trained generator ahead of its control by
-0.141 / 0.125 / 0.094 and of baseline-only at every seed); the time met on the faster kind.
-With the random base (the defaults before b751a33, now ``--base-steps 0 --warm-limit 200``)
-the last calls gave heldout_gain 0.000 against control -0.094, ablation_delta -0.016, and an
-oracle arm +0.078: adapters on random weights did not learn to read the guards' kinds. Every call
-(two machines, the settings tried, seeds 3-8, where the time goes) is in
-``docs/training.md``, *What the tiny run shows*, "The experiment" and *A base that reads*.
+Recorded results: docs/benchmarks.md, section benchmarks/learning.py.
 """
 
 from __future__ import annotations
@@ -265,8 +243,8 @@ def run_all(tmp: Path, jobs: list[Job], args: argparse.Namespace, model_dir: Pat
 @contextlib.contextmanager
 def prefect_server(home: Path) -> Iterator[str]:
     """One temporary Prefect server (``deployments.server``) for every run of the call, its
-    API URL: each run would start its own otherwise, ~18 CPU seconds apiece on these cores
-    (measured with three runs beside it), twelve times over. It dies with this process."""
+    API URL: each run would start its own otherwise, twelve times over (what one costs: see
+    docs/benchmarks.md). It dies with this process."""
     os.environ["PREFECT_HOME"] = str(home)  # before Prefect reads its settings
     import flows  # noqa: F401  its environment defaults, as every run's: no analytics service
     from deployments.server import TemporaryServer, startup_timeout_s  # deferred: Prefect

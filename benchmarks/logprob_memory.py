@@ -9,10 +9,10 @@ tensors back to the OS at once (``MALLOC_MMAP_THRESHOLD_``; ``--malloc-default``
 The model is float32 with LoRA (r=8 on every attention and MLP projection, as PPO trains it):
 the backward pass runs through all 24 layers into the adapters, the base weights take no
 gradient. Decoder layers are activation-checkpointed in both variants unless
-``--checkpointing off`` (without it every layer's activations, about 8 GB here, dominate both
-peaks). Both variants compute the same log-probs and LoRA gradients; the parent prints the
-largest differences. Last line: ``ratio=<chunked peak over naive peak>`` (whole-process peaks,
-weights included). Goal <= 0.5.
+``--checkpointing off`` (without it every layer's activations dominate both peaks; their
+size: docs/benchmarks.md). Both variants compute the same log-probs and LoRA gradients; the
+parent prints the largest differences. Last line: ``ratio=<chunked peak over naive peak>``
+(whole-process peaks, weights included). Goal <= 0.5.
 """
 
 from __future__ import annotations

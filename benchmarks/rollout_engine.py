@@ -17,8 +17,9 @@ cut from 512 tokens to fit 2 cores. transformers runs as training runs it, in ca
 ``sampling.batch_size`` (16, the real config's), and also with every prompt in one call (its
 best case here); the headline is against the first, both ratios are printed.
 Prints each repeat, the medians, and last ``ratio=<vllm merged tokens/s over hf tokens/s at the
-0.5B shape, median of the repeats>``. Figures: docs/training.md, "Rollouts on vLLM" (last run
-2026-11-27: ratio=2.68; 3.22 before the ``hf`` sampler's own decode loop and merged copy).
+0.5B shape, median of the repeats>``. Figures: docs/training.md, "Rollouts on vLLM".
+
+Recorded results: docs/benchmarks.md, section benchmarks/rollout_engine.py.
 """
 
 from __future__ import annotations

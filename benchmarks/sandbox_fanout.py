@@ -28,16 +28,7 @@ bound on the speed-up.
 The last line is ``ratio=<ray/local wall>`` for the ``step(tiny)`` batch (the goal: <= 1.5;
 on one 2-core machine Ray cannot be faster, it can only cost less or more).
 
-Measured on the 2-core development machine, three runs (medians of 7 repeats each):
-
-    batch        jobs  tests  local ms           ray ms             ray/local
-    step(tiny)     41    211  62.3 / 67.3 / 65.4  68.2 / 74.5 / 71.4  1.09 / 1.10 / 1.08
-    step(qwen)     81    338  120.7 / 127.0 / 128.4  133.1 / 130.3 / 132.5  1.10 / 1.04 / 1.06
-    humaneval     164   1154  341.1 / 348.4 / 365.6  364.7 / 372.4 / 387.2  1.08 / 1.07 / 1.07
-
-Verdicts identical for every job in every run; Ray adds 2.9-3.1 ms per call. Estimated
-speed-up over one node's local pool: ~1.7-1.9x with 2 nodes, ~3.2-3.7x with 4, ~5.6-7.1x
-with 8 (the upper bound described above). Headline: ``ratio=1.09`` (median of the three).
+Recorded results: docs/benchmarks.md, section benchmarks/sandbox_fanout.py.
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ from problems import load_problems  # noqa: E402
 from sandbox import Limits, SandboxError, execute_many  # noqa: E402
 from sandbox.jailside.layout import exported_names  # noqa: E402
 
-TIMEOUT_S = 5.0  # CPU (and idle) seconds per step: generous, HumanEval's tests need < 0.1 s
+TIMEOUT_S = 5.0  # CPU (and idle) seconds per step: generous (see docs/benchmarks.md)
 WORKERS = 2
 SCENARIOS = {"quiet": (), "cpu": ("cpu",), "mem": ("mem",), "io": ("io",),
              "fork": ("fork",), "all": ("cpu", "mem", "io", "fork")}

@@ -24,41 +24,9 @@ warm-start cache (``.cache/warmstart``) is the checkout's. Prints each run's tim
 with the time of every line (``--trace``), then the medians. Last line:
 ``<command>_to_first_s=<median>``.
 
-Measured 2026-11-26 on 2 quiet cores, ``train``, median of 3 (``step 1/`` is printed when step 1
-ends, so it includes the step, 3-4 s): at 2d0ceb1 the flow run began at 17.08 s and ``step 1/``
-came at 26.45 s; with a run vetting only the 40 problems it uses (not all 536 of the source),
-10.25 s and 21.63 s. Where the rest goes (single runs): importing ``flows.train`` (Prefect,
-torch, MLflow) ~3.5 s; vetting 2.2-2.5 s, most of it the sandbox pool's start (~1.7 s), which
-step 1's execution would pay anyway; the temporary Prefect server 3.7-4.3 s, overlapped with
-importing transformers and peft; opening the run (MLflow) ~1.3 s; the cached warm start 0.3 s;
-the held-out evaluation before training 4-5 s. The goal of issue #25 (under 5 s to the first
-step) is missed: the imports and the server alone take longer.
+Goal (issue #25): under 5 s to the first step.
 
-Measured 2026-11-27, same machine, medians of 3: ``train`` at 1ef7caa: the flow run began at
-9.45 s and ``step 1/`` came at 14.67 s (step 1 itself 3.1 s, so the step began at ~11.5 s):
-the held-out evaluation before training is reused from ``.cache/heldout`` (0.2 s instead of
-4-5 s) and sampling is faster. ``evaluate`` (shrunk: 2 demo problems, 1 sample): first progress
-line at 7.81 s, exit 14.20 s (7.92 s and 16.44 s at 4f130a7). ``replay`` of step 5's execute
-stage of a recorded ``configs/tiny.yaml`` run: flow run at 8.41 s, first replayed part at
-11.03 s, exit 15.15 s. Spawning the temporary server before Prefect and torch are imported
-(5e687f9) was measured and reverted: 8.70 s to evaluation's first line and 9.19 s to
-training's flow run, against 7.81 s and 9.45 s without, noise on 2 CPU-bound cores. Single
-run, where the ~9.4 s before the flow run go: importing ``flows.train`` 3.3-3.8 s, vetting the
-run's problems 1.0-1.2 s, importing transformers, peft and MLflow 3.7-4.4 s while the server
-starts: ~8 s of imports in the main process, so the 5 s goal stays missed.
-
-Measured 2026-11-27 later (the machine noisier: the same code's medians of 3 ranged 9.1-11.2 s
-to the flow run across five calls): the entry points no longer import bitsandbytes for a run
-without 4-bit models (``flows.skip_bitsandbytes``: 1.1 s less CPU in ``import peft``, torch's
-inductor not imported, bitsandbytes' CPU warning gone). ``train``, interleaved with db7b690 on
-the same machine: flow run 10.69 / 9.14 / 9.22 / 8.45 s against 10.71 / 9.28 / 9.10 / 11.19 /
-9.42 s (medians ~9.2 and 9.4), ``step 1/`` 16.86 / 14.20 / 14.01 / 13.78 s against 17.25 /
-14.30 / 13.77 / 17.65 / 14.92 s: within the noise. The temporary server is now what the main
-process waits for: its start-up is importing ``prefect.server.api.server`` (3.8-4.1 s measured
-alone; Prefect's own modules), and spawning it first again (5e687f9 re-applied) measured 7.94 /
-9.64 / 10.85 / 9.39 s to the flow run: no better. With ~6 s of imports in the main process
-(Prefect, torch, MLflow, pandas, transformers, peft) and ~4 s in the server's, on 2 cores, the
-first step cannot begin within 5 s while each run starts its own server.
+Recorded results: docs/benchmarks.md, section benchmarks/startup.py.
 """
 
 from __future__ import annotations

@@ -85,14 +85,10 @@ http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
 """
 
 
-def fake_server(*behaviours: tuple[float, str], home: Path | None = None):
+def fake_server(home: Path, *behaviours: tuple[float, str]):
     """A TemporaryServer whose n-th start sleeps, then serves /api/health or exits with a code;
-    its log in ``home`` (a fresh folder by default)."""
-    import tempfile
-
+    its log in ``home``."""
     from deployments.server import TemporaryServer
-
-    home = home or Path(tempfile.mkdtemp(prefix="fake-prefect-home-"))
 
     class Fake(TemporaryServer):
         spawned: list[subprocess.Popen] = []
@@ -112,13 +108,13 @@ def fake_server(*behaviours: tuple[float, str], home: Path | None = None):
     return Fake()
 
 
-def test_a_slow_server_is_waited_for_past_prefects_own_timeout():
+def test_a_slow_server_is_waited_for_past_prefects_own_timeout(tmp_path):
     from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS as TIMEOUT
     from prefect.settings import temporary_settings
 
     from deployments.server import STARTUP_TIMEOUT_S, startup_timeout_s
 
-    server = fake_server((3.0, "serve"))
+    server = fake_server(tmp_path, (3.0, "serve"))
     with temporary_settings({TIMEOUT: 1}):  # Prefect alone would give up after 1 s
         assert startup_timeout_s() == STARTUP_TIMEOUT_S
         t0 = time.monotonic()
@@ -131,17 +127,18 @@ def test_a_slow_server_is_waited_for_past_prefects_own_timeout():
         assert startup_timeout_s() == STARTUP_TIMEOUT_S + 100
 
 
-def test_a_server_that_exits_fails_at_once_with_its_exit_code():
+def test_a_server_that_exits_fails_at_once_with_its_exit_code(tmp_path):
     from deployments.server import ServerStartError
 
     t0 = time.monotonic()
     with pytest.raises(ServerStartError, match="exited with code 5"):
-        fake_server((0.0, "5")).start(600)
+        fake_server(tmp_path, (0.0, "5")).start(600)
     assert time.monotonic() - t0 < 30
 
 
-def test_a_taken_port_is_retried_on_another():
-    server = fake_server((0.0, "3"), (0.0, "serve"))  # uvicorn exits 3 when it cannot bind
+def test_a_taken_port_is_retried_on_another(tmp_path):
+    # uvicorn exits 3 when it cannot bind
+    server = fake_server(tmp_path, (0.0, "3"), (0.0, "serve"))
     try:
         server.start(60)
         assert len(server.spawned) == 2
@@ -152,7 +149,7 @@ def test_a_taken_port_is_retried_on_another():
 def test_the_servers_output_goes_to_its_log_and_not_to_the_runs_console(tmp_path, capfd):
     """What the server prints while it runs and as it is stopped (SQLAlchemy's tracebacks of
     the queries a stop cancels) stays off the run's console."""
-    server = fake_server((0.0, "serve"), home=tmp_path)
+    server = fake_server(tmp_path, (0.0, "serve"))
     try:
         server.start(60)
     finally:
@@ -166,19 +163,24 @@ def test_the_servers_output_goes_to_its_log_and_not_to_the_runs_console(tmp_path
 def test_a_server_that_fails_to_start_shows_its_logs_last_lines_and_names_the_log(tmp_path):
     from deployments.server import ServerStartError
 
-    fake_server((0.0, "serve"), home=tmp_path).stop()  # an earlier server's lines in the log
+    earlier = fake_server(tmp_path, (0.0, "serve"))  # an earlier server's lines in the log
+    try:
+        earlier.start(60)
+    finally:
+        earlier.stop()
+    assert (tmp_path / "temporary-server.log").read_text().count("fake server: stderr line") == 1
     with pytest.raises(ServerStartError) as failed:
-        fake_server((0.0, "5"), home=tmp_path).start(60)
+        fake_server(tmp_path, (0.0, "5")).start(60)
     message = str(failed.value)
     assert str(tmp_path / "temporary-server.log") in message
     assert message.count("fake server: stderr line") == 1  # its own lines, not the earlier's
     assert "== " not in message  # nor the header that marks where they start
 
 
-def test_a_server_that_never_answers_is_stopped_at_the_deadline():
+def test_a_server_that_never_answers_is_stopped_at_the_deadline(tmp_path):
     from deployments.server import ServerStartError
 
-    server = fake_server((600.0, "serve"))
+    server = fake_server(tmp_path, (600.0, "serve"))
     with pytest.raises(ServerStartError, match="did not answer"):
         server.start(1)
     proc = server.spawned[0]
